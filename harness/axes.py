@@ -1,0 +1,93 @@
+"""The matrix axes: names, parsing and validation of what a user can select."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SIZES = ("n", "s", "m", "l", "x")
+TASKS = ("detect", "seg", "pose", "obb", "cls")
+HEADS = ("e2e", "raw")
+PRECISIONS = ("fp32", "fp16", "int8")
+
+# Published model cost at 640x640 (ultralytics docs, detect, fused model). Scaled by pixel count for other shapes;
+# used for the GFLOP/s column and plots, never as a measurement of this run.
+GFLOPS_640 = {"n": 5.4, "s": 20.7, "m": 68.2, "l": 86.4, "x": 193.9}
+
+
+class SelectionError(ValueError):
+    """A user-supplied axis value that is not valid; the message is the one line shown to the user."""
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    """An input shape: height x width in pixels, or the dynamic probe (height = width = 0 is never a real shape)."""
+
+    height: int
+    width: int
+    dynamic: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.dynamic and (self.height <= 0 or self.width <= 0):
+            raise SelectionError(f"shape {self.height}x{self.width}: height and width must be positive integers")
+
+    @property
+    def label(self) -> str:
+        return "dynamic" if self.dynamic else f"{self.height}x{self.width}"
+
+    @property
+    def multiple_of_32(self) -> bool:
+        return self.height % 32 == 0 and self.width % 32 == 0
+
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        """Parse `640`, `384x640` or `dynamic`."""
+        t = text.strip().lower()
+        if t == "dynamic":
+            return cls(0, 0, dynamic=True)
+        m = re.fullmatch(r"(\d+)(?:x(\d+))?", t)
+        if not m:
+            raise SelectionError(
+                f"shape {text!r}: expected a positive integer (640), HxW (384x640) or 'dynamic'"
+            )
+        h = int(m.group(1))
+        w = int(m.group(2)) if m.group(2) else h
+        return cls(h, w)
+
+
+def parse_list(text: str | None, valid: tuple[str, ...], axis: str) -> tuple[str, ...] | None:
+    """Parse a comma-separated selection, rejecting names not in `valid` with the list of valid ones."""
+    if text is None:
+        return None
+    items = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    if not items:
+        raise SelectionError(f"--{axis}: empty selection; valid: {', '.join(valid)}")
+    bad = [i for i in items if i not in valid]
+    if bad:
+        raise SelectionError(f"--{axis}: unknown {', '.join(map(repr, bad))}; valid: {', '.join(valid)}")
+    return items
+
+
+def parse_shapes(text: str | None) -> tuple[Shape, ...] | None:
+    if text is None:
+        return None
+    items = [s for s in text.split(",") if s.strip()]
+    if not items:
+        raise SelectionError("--shapes: empty selection")
+    return tuple(dict.fromkeys(Shape.parse(s) for s in items))
+
+
+def parse_batches(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    out = []
+    for s in text.split(","):
+        s = s.strip()
+        if not s:
+            continue
+        if not s.isdigit() or int(s) <= 0:
+            raise SelectionError(f"--batches: {s!r} is not a positive integer")
+        out.append(int(s))
+    if not out:
+        raise SelectionError("--batches: empty selection")
+    return tuple(dict.fromkeys(out))

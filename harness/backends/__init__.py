@@ -1,0 +1,44 @@
+"""Backend registry: an explicit dict filled by the `register` decorator. Listing never imports heavy libraries."""
+
+from __future__ import annotations
+
+import importlib
+
+from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
+
+_REGISTRY: dict[str, type[Backend]] = {}
+# Module per backend; imported on first use of the registry (each imports its runtime lazily).
+_MODULES = (
+    "harness.backends.torch_eager",
+    "harness.backends.onnxruntime_cpu",
+    "harness.backends.openvino_cpu",
+    "harness.backends.executorch_xnnpack",
+)
+
+
+def register(cls: type[Backend]) -> type[Backend]:
+    if cls.name in _REGISTRY:
+        raise ValueError(f"backend {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_modules() -> None:
+    for m in _MODULES:
+        importlib.import_module(m)
+
+
+def names() -> tuple[str, ...]:
+    _load_modules()
+    return tuple(_REGISTRY)
+
+
+def get(name: str) -> Backend:
+    _load_modules()
+    try:
+        return _REGISTRY[name]()
+    except KeyError:
+        raise KeyError(f"unknown backend {name!r}; valid: {', '.join(_REGISTRY)}") from None
+
+
+__all__ = ["Backend", "BackendUnavailable", "ExportRequest", "ExportResult", "Runner", "get", "names", "register"]

@@ -1,0 +1,129 @@
+"""The backend interface: availability probe, export (in an isolated process), load, and a runner to time."""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+class BackendUnavailable(RuntimeError):
+    """Raised when a backend cannot run a cell here; the message is the skip reason."""
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """Everything an export needs, JSON-serialisable so it can cross into the isolated export process."""
+
+    backend: str
+    device: str
+    checkpoint: str
+    size: str
+    task: str
+    head: str
+    height: int
+    width: int
+    dynamic: bool
+    batch: int
+    precision: str
+    out_dir: str
+    options: dict = field(default_factory=dict)  # remedy switches, dynamic ranges, ...
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ExportRequest:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What an export produced: the artifact path and facts learned while exporting (delegation, precision)."""
+
+    artifact: str
+    info: dict = field(default_factory=dict)
+
+
+class Runner(ABC):
+    """A loaded model. The harness owns the clock: it calls `run` (and `synchronize`) inside its timed region."""
+
+    #: what the runtime reports it executes (can differ from what was requested)
+    precision_executed: str = "fp32"
+    #: what one timed call includes: "model" (device-resident inputs), "model+h2d+d2h" (host copies included)
+    timing_scope: str = "model"
+
+    def prepare(self, x: np.ndarray) -> Any:
+        """Convert the host input once, outside the timed region (e.g. to a torch tensor or device buffer)."""
+        return x
+
+    @abstractmethod
+    def run(self, prepared: Any) -> Any:
+        """One inference. Must not return before the result is usable, or `synchronize` must make it so."""
+
+    def synchronize(self) -> None:
+        """Block until asynchronous work issued by `run` has finished (no-op for synchronous CPU runtimes)."""
+
+    @abstractmethod
+    def outputs(self, result: Any) -> list[np.ndarray]:
+        """The outputs of `run` as host float32 arrays, in the model's output order."""
+
+    def close(self) -> None:
+        """Release runtime resources."""
+
+
+class Backend(ABC):
+    """One inference backend. Subclasses import their heavy library lazily, inside methods."""
+
+    name: ClassVar[str]
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    #: precisions this backend can execute, per device
+    precisions: ClassVar[dict[str, tuple[str, ...]]] = {"cpu": ("fp32",)}
+    #: False when the artifact is the checkpoint itself (torch eager): no export step
+    exports: ClassVar[bool] = True
+    #: can export one artifact with dynamic height and width
+    supports_dynamic: ClassVar[bool] = False
+    #: the library whose version keys the export cache
+    library: ClassVar[str | None] = None
+
+    @abstractmethod
+    def probe(self, device: str) -> str | None:
+        """None when this backend can run on `device` here, else the reason it cannot."""
+
+    def unsupported(self, cell) -> str | None:
+        """A reason this backend cannot run `cell` at all (precision, device), or None."""
+        if cell.device not in self.devices:
+            return f"{self.name} has no {cell.device} device (devices: {', '.join(self.devices)})"
+        precs = self.precisions.get(cell.device, ())
+        if cell.precision not in precs:
+            return f"{self.name} on {cell.device} runs {', '.join(precs)}, not {cell.precision}"
+        if cell.shape.dynamic and not self.supports_dynamic:
+            return f"{self.name} does not export dynamic height/width"
+        return None
+
+    def export(self, req: ExportRequest) -> ExportResult:
+        """Export the model; runs in an isolated process. Writes into req.out_dir."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def load(self, artifact: Path, cell, export_info: dict) -> Runner:
+        """Load an exported artifact (or the checkpoint, for non-exporting backends) for `cell`."""
+
+
+def library_version(module: str) -> str | None:
+    """Installed version of a distribution/module, without importing it."""
+    from importlib import metadata
+
+    names = {"onnxruntime": ("onnxruntime", "onnxruntime-gpu"), "tensorrt": ("tensorrt", "tensorrt-cu12")}
+    for dist in names.get(module, (module,)):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None

@@ -1,0 +1,64 @@
+"""Shared ExecuTorch export path: torch.export of the prepared model, lowering with a partitioner, .pte out."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from harness.backends.base import ExportRequest, ExportResult
+
+log = logging.getLogger(__name__)
+
+
+def exported_program(req: ExportRequest, fmt: str = "executorch"):
+    """torch.export the network as ultralytics prepares it for ExecuTorch, with dynamic H/W when asked."""
+    import torch
+    from ultralytics.utils.export.executorch import executorch_wrapper
+
+    from harness.models import prepared_model
+
+    model = executorch_wrapper(
+        prepared_model(req.checkpoint, req.head, (req.height, req.width), dynamic=req.dynamic, fmt=fmt)
+    )
+    im = torch.zeros(req.batch, 3, req.height, req.width)
+    dynamic_shapes = None
+    if req.dynamic:
+        from harness.dynamic import dynamic_shapes_spec
+
+        dynamic_shapes = dynamic_shapes_spec(req.options)
+    return torch.export.export(model, (im,), dynamic_shapes=dynamic_shapes, strict=False)
+
+
+def delegation_ops(graph_module) -> dict:
+    """Delegated / non-delegated operator counts and the non-delegated operator names."""
+    from executorch.devtools.backend_debug import get_delegation_info
+
+    info = get_delegation_info(graph_module)
+    fallback_ops = sorted(
+        {
+            name
+            for name, c in info.delegation_by_operator.items()
+            if c.non_delegated > 0 and not name.startswith(("getitem", "executorch_call_delegate"))
+        }
+    )
+    return {
+        "delegated": int(info.num_delegated_nodes),
+        "fallback": int(info.num_non_delegated_nodes),
+        "fallback_ops": fallback_ops,
+        "delegated_subgraphs": int(info.num_delegated_subgraphs),
+    }
+
+
+def export_executorch(req: ExportRequest, partitioners: list, suffix: str) -> ExportResult:
+    """Lower with `partitioners`, write `<model>_<suffix>.pte` into req.out_dir, return delegation counts."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    out = Path(req.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    edge = to_edge_transform_and_lower(exported_program(req), partitioner=partitioners)
+    ops = delegation_ops(edge.exported_program().graph_module)
+    program = edge.to_executorch()
+    pte = out / f"yolo26{req.size}-{req.task}-{suffix}.pte"
+    pte.write_bytes(program.buffer)
+    log.info("wrote %s (%d delegated, %d fallback nodes)", pte, ops["delegated"], ops["fallback"])
+    return ExportResult(str(pte), {"ops": ops})

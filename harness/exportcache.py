@@ -1,0 +1,62 @@
+"""On-disk export cache keyed by everything that changes the artifact.
+
+Key: backend, device, weights hash, task, head, shape (or dynamic range), batch, precision, export options, and the
+versions of torch, ultralytics and the backend's library. A second run with nothing changed exports nothing.
+Deterministic failures (export_failed) are cached too; timeouts and crashes are not, so they are retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+from harness.backends.base import library_version
+from harness.isolate import ExportOutcome
+
+log = logging.getLogger(__name__)
+
+EXPORT_CODE_VERSION = 1  # bump when the harness changes how it exports
+
+
+def cache_key(fields: dict, library: str | None) -> str:
+    libs = {name: library_version(name) for name in ("torch", "ultralytics", library) if name}
+    blob = json.dumps({"fields": fields, "libs": libs, "v": EXPORT_CODE_VERSION}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ExportCache:
+    """exports/<readable name>-<key12>/ holding the artifact and meta.json (the ExportOutcome)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root) / "exports"
+
+    def entry_dir(self, name: str, key: str) -> Path:
+        return self.root / f"{name}-{key[:12]}"
+
+    def lookup(self, entry: Path) -> ExportOutcome | None:
+        meta = entry / "meta.json"
+        if not meta.exists():
+            return None
+        try:
+            d = json.loads(meta.read_text())
+            outcome = ExportOutcome(**d)
+        except (ValueError, TypeError) as e:
+            log.warning("ignoring unreadable cache entry %s: %s", meta, e)
+            return None
+        if outcome.status == "ok" and not (outcome.artifact and Path(outcome.artifact).exists()):
+            return None
+        return outcome
+
+    def store(self, entry: Path, outcome: ExportOutcome) -> None:
+        if outcome.status not in ("ok", "export_failed"):
+            return
+        tmp = entry / "meta.json.tmp"
+        tmp.write_text(json.dumps(asdict(outcome), default=str))
+        tmp.replace(entry / "meta.json")
+
+    def clear(self, entry: Path) -> None:
+        shutil.rmtree(entry, ignore_errors=True)
