@@ -125,7 +125,12 @@ class BenchSession:
         elapsed = time.perf_counter() - self.t0
         line = f"[yolo26-bench {elapsed:7.1f}s] {msg}"
         if tr is not None and self.config.getoption("verbose") >= 0:
-            tr.write_line(line)
+            capman = self.config.pluginmanager.get_plugin("capturemanager")
+            if capman is not None:  # show progress live, even while the test's output is captured
+                with capman.global_and_fixture_disabled():
+                    tr.write_line(line)
+            else:
+                tr.write_line(line)
         log.info("%s", msg)
 
 
@@ -151,6 +156,9 @@ def pytest_configure(config: pytest.Config) -> None:
         ("cell", "a benchmark matrix cell"),
     ):
         config.addinivalue_line("markers", f"{name}: {text}")
+    # Validate every option before any work starts: a bad value is one `ERROR:` line and exit status 4.
+    if not config.option.help:
+        _session(config)
 
 
 def _session(config: pytest.Config) -> BenchSession:

@@ -1,0 +1,129 @@
+"""The core on real exports of yolo26n at a small shape, through the real runtimes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import backends
+from harness.axes import Shape
+from harness.cell import Cell
+from harness.records import read_records
+from harness.runner import CellRunner, RunConfig, slowdown_factors
+
+pytestmark = [pytest.mark.slow, pytest.mark.export]
+
+SHAPE = Shape(160, 160)
+CPU_BACKENDS = ("torch-eager", "onnxruntime", "openvino", "executorch-xnnpack")
+
+
+def _runner(tmp_path, cache_dir, run_id="r1", **kw) -> CellRunner:
+    cfg = RunConfig(run_id=run_id, results_dir=tmp_path, cache_dir=cache_dir, min_time_s=0.2, warmup=1, **kw)
+    return CellRunner(cfg, progress=lambda m: None)
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory, cache_dir):
+    """One run over the four CPU backends; the records are shared by the tests below."""
+    out = tmp_path_factory.mktemp("results")
+    r = _runner(out, cache_dir)
+    recs = {b: r.run_cell(Cell("n", "detect", "e2e", b, "cpu", SHAPE)) for b in CPU_BACKENDS}
+    return out, recs
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_cpu_backend_record_is_ok_and_complete(first_run, backend):
+    _, recs = first_run
+    rec = recs[backend]
+    assert rec["status"] == "ok", rec["reason"]
+    lat = rec["latency_ms"]
+    assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+    assert lat["rounds"] == len(rec["samples_ms"]) >= 5
+    assert rec["throughput_ips"] == pytest.approx(1000 / lat["p50"])
+    assert rec["precision_executed"] == "fp32"
+    assert rec["parity"]["ok"] and rec["parity"]["rel_l2"] <= 1e-3
+    assert rec["memory"]["host_peak_rss_mb"] > 100
+    assert rec["weights"] == "random-init:0"
+    assert rec["first_run_ms"] > 0 and rec["load_s"] > 0
+    assert rec["artifact_bytes"] > 1_000_000
+    if backends.get(backend).exports:
+        assert rec["export_s"] > 0 and rec["cache_hit"] in (False, True)
+    else:
+        assert rec["export_s"] is None and "no export step" in rec["null_reasons"]["export_s"]
+    assert "memory.device_peak_used_mb" in rec["null_reasons"]
+
+
+def test_records_are_on_disk_as_json_lines(first_run):
+    out, recs = first_run
+    on_disk = read_records(out / "r1")
+    assert [r["cell_id"] for r in on_disk] == [r["cell_id"] for r in recs.values()]
+
+
+def test_executorch_record_carries_delegation_counts(first_run):
+    ops = first_run[1]["executorch-xnnpack"]["ops"]
+    assert ops["delegated"] > 100 and ops["fallback"] > 0
+    assert "aten_topk_default" in ops["fallback_ops"]  # the e2e head's top-k is not delegated to XNNPACK
+
+
+def test_second_run_exports_nothing(first_run, tmp_path, cache_dir):
+    entries = sorted((cache_dir / "exports").iterdir())
+    r = _runner(tmp_path, cache_dir, run_id="r2")
+    rec = r.run_cell(Cell("n", "detect", "e2e", "onnxruntime", "cpu", SHAPE))
+    assert rec["status"] == "ok" and rec["cache_hit"] is True
+    assert rec["export_s"] == first_run[1]["onnxruntime"]["export_s"]
+    assert sorted((cache_dir / "exports").iterdir()) == entries
+    assert "export cache hit" in (tmp_path / "r2" / rec["log"]).read_text()
+
+
+def test_unavailable_device_and_exclusion_are_skips_with_reasons(tmp_path, cache_dir):
+    r = _runner(tmp_path, cache_dir)
+    rec = r.run_cell(Cell("n", "detect", "e2e", "torch-eager", "cuda", SHAPE))
+    assert rec["status"] == "skipped" and "CUDA" in rec["reason"]
+    rec = r.run_cell(Cell("n", "cls", "e2e", "onnxruntime", "cpu", SHAPE), skip_reason="no detection head")
+    assert rec["status"] == "skipped" and rec["reason"] == "no detection head"
+    assert rec["latency_ms"] is None
+    assert len(read_records(tmp_path / "r1")) == 2
+
+
+def test_a_failing_cell_keeps_the_records_of_the_others(tmp_path, cache_dir, monkeypatch):
+    r = _runner(tmp_path, cache_dir)
+    ort = type(backends.get("onnxruntime"))
+
+    def broken_load(self, artifact, cell, info):
+        raise RuntimeError("<b>session refused</b> the model")
+
+    monkeypatch.setattr(ort, "load", broken_load)
+    bad = r.run_cell(Cell("n", "detect", "e2e", "onnxruntime", "cpu", SHAPE))
+    monkeypatch.undo()
+    good = r.run_cell(Cell("n", "detect", "e2e", "torch-eager", "cpu", SHAPE))
+    assert bad["status"] == "load_failed" and bad["failure"]["stage"] == "load"
+    assert bad["reason"] == "<b>session refused</b> the model"
+    assert "session refused" in (tmp_path / "r1" / bad["log"]).read_text()
+    assert bad["null_reasons"]["latency_ms"] == "cell did not run (load_failed)"
+    assert good["status"] == "ok"
+    assert [x["status"] for x in read_records(tmp_path / "r1")] == ["load_failed", "ok"]
+
+
+def test_slowdown_knob_stretches_only_the_named_backend(tmp_path, cache_dir, monkeypatch):
+    cell = Cell("n", "detect", "e2e", "onnxruntime", "cpu", SHAPE)
+    base = _runner(tmp_path, cache_dir, run_id="base").run_cell(cell)
+    monkeypatch.setenv("YOLO26_BENCH_SLOWDOWN", "onnxruntime=3")
+    slow = _runner(tmp_path, cache_dir, run_id="slow").run_cell(cell)
+    # measured side by side in one test: a ratio, not an absolute time
+    assert slow["latency_ms"]["p50"] / base["latency_ms"]["p50"] > 2.0
+    assert "YOLO26_BENCH_SLOWDOWN" in slow["reason"]
+    assert slowdown_factors("a=1.5,b=2") == {"a": 1.5, "b": 2.0}
+    with pytest.raises(ValueError):
+        slowdown_factors("a=0.5")
+
+
+def test_env_json_has_machine_and_versions(tmp_path):
+    from harness import envinfo
+
+    env = envinfo.collect("r1")
+    path = envinfo.write(tmp_path, env)
+    d = json.loads(path.read_text())
+    assert d["host"]["cpu_cores_logical"] >= 1 and d["host"]["ram_gb"] > 0
+    assert d["libraries"]["torch"].startswith("2.13") and d["libraries"]["ultralytics"]
+    assert d["gpu"] == [] and d["gpu_reason"]
