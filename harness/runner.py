@@ -106,6 +106,7 @@ class CellRunner:
         self._materialized: dict[tuple, Materialized] = {}
         self._references: dict[tuple, list[np.ndarray]] = {}
         self.slowdown = slowdown_factors()
+        self.last_runner = None
 
     # -- inputs shared by cells ---------------------------------------------------------------------------------
     def materialize(self, cell: Cell) -> Materialized:
@@ -205,6 +206,7 @@ class CellRunner:
             except Exception as e:
                 return self._fail(rec, "load_failed", "load", e, log_path)
             rec["load_s"] = time.perf_counter() - t0
+            self.last_runner = runner  # kept for side-by-side benchmarks of the harness against a bare loop
             rec["precision_executed"] = runner.precision_executed
             try:
                 prepared = runner.prepare(x)
