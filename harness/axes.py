@@ -28,12 +28,14 @@ class Shape:
     dynamic: bool = False
 
     def __post_init__(self) -> None:
-        if not self.dynamic and (self.height <= 0 or self.width <= 0):
+        if (self.height <= 0 or self.width <= 0) and not (self.dynamic and self.height == self.width == 0):
             raise SelectionError(f"shape {self.height}x{self.width}: height and width must be positive integers")
 
     @property
     def label(self) -> str:
-        return "dynamic" if self.dynamic else f"{self.height}x{self.width}"
+        if self.dynamic:  # the probe itself, or one shape of the sweep run on the dynamic artifact
+            return f"dyn{self.height}x{self.width}" if self.height else "dynamic"
+        return f"{self.height}x{self.width}"
 
     @property
     def multiple_of_32(self) -> bool:

@@ -47,9 +47,34 @@ class Cell:
     @property
     def gflops(self) -> float | None:
         """Published detect-model GFLOPs scaled by pixel count and batch; None for other tasks and dynamic."""
-        if self.task != "detect" or self.shape.dynamic:
+        if self.task != "detect" or not self.shape.height:
             return None
         return GFLOPS_640[self.size] * self.shape.height * self.shape.width / (640 * 640) * self.batch
+
+    def to_dict(self) -> dict:
+        return {
+            "size": self.size,
+            "task": self.task,
+            "head": self.head,
+            "backend": self.backend,
+            "device": self.device,
+            "height": self.shape.height,
+            "width": self.shape.width,
+            "dynamic": self.shape.dynamic,
+            "batch": self.batch,
+            "precision": self.precision,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Cell:
+        shape = Shape(d["height"], d["width"], d.get("dynamic", False))
+        return cls(d["size"], d["task"], d["head"], d["backend"], d["device"], shape, d["batch"], d["precision"])
+
+    def with_(self, **changes) -> Cell:
+        """A copy with some axes changed (remedies and sweeps derive cells this way)."""
+        from dataclasses import replace
+
+        return replace(self, **changes)
 
     def axes(self) -> dict:
         """The structured axes as record fields."""
@@ -60,8 +85,8 @@ class Cell:
             "head": self.head,
             "backend": self.backend,
             "device": self.device,
-            "height": None if self.shape.dynamic else self.shape.height,
-            "width": None if self.shape.dynamic else self.shape.width,
+            "height": self.shape.height or None,
+            "width": self.shape.width or None,
             "dynamic": self.shape.dynamic,
             "batch": self.batch,
             "precision_requested": self.precision,

@@ -13,7 +13,7 @@ def dynamic_shapes_spec(options: dict):
     lo, hi = options.get("dynamic_range", DEFAULT_RANGE)
     if options.get("multiple_of_32"):
         h = 32 * Dim("h32", min=max(1, lo // 32), max=hi // 32)
-        w = 32 * Dim("w32", min=max(1, lo // 32), max=hi // 32)
+        w = h if options.get("square") else 32 * Dim("w32", min=max(1, lo // 32), max=hi // 32)
     else:
         h = Dim("height", min=lo, max=hi)
         w = Dim("width", min=lo, max=hi)

@@ -7,6 +7,7 @@ Deterministic failures (export_failed) are cached too; timeouts and crashes are 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -19,12 +20,35 @@ from harness.isolate import ExportOutcome
 
 log = logging.getLogger(__name__)
 
-EXPORT_CODE_VERSION = 1  # bump when the harness changes how it exports
+_HARNESS = Path(__file__).resolve().parent
+# The harness code that shapes every artifact; a backend's own module is added per backend. A change to any of
+# these files invalidates the cached exports that depend on it.
+SHARED_EXPORT_SOURCES = (
+    "models.py",
+    "dynamic.py",
+    "inputs.py",
+    "backends/base.py",
+    "backends/ultralytics_export.py",
+    "backends/executorch_common.py",
+)
 
 
-def cache_key(fields: dict, library: str | None) -> str:
+@functools.lru_cache(maxsize=64)
+def export_code_digest(backend_module: str | None = None) -> str:
+    h = hashlib.sha256()
+    files = [_HARNESS / f for f in SHARED_EXPORT_SOURCES]
+    if backend_module:
+        files.append(Path(backend_module))
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cache_key(fields: dict, library: str | None, backend_module: str | None = None) -> str:
     libs = {name: library_version(name) for name in ("torch", "ultralytics", library) if name}
-    blob = json.dumps({"fields": fields, "libs": libs, "v": EXPORT_CODE_VERSION}, sort_keys=True, default=str)
+    code = export_code_digest(backend_module)
+    blob = json.dumps({"fields": fields, "libs": libs, "code": code}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

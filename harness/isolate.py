@@ -1,4 +1,4 @@
-"""Run an export in a separate process with a timeout and a memory limit; classify how it ended."""
+"""Run exports and first runs in a separate process with a timeout and a memory limit; classify how they ended."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ExportOutcome:
-    """How an isolated export ended. status: ok, export_failed, timeout or crashed."""
+    """How an isolated step ended. status: ok, export_failed (or run_failed for probes), timeout or crashed."""
 
     status: str
     export_s: float | None
@@ -44,28 +44,29 @@ def _limit_memory(limit_bytes: int | None):
     return apply
 
 
-def run_export(
-    req: ExportRequest,
+def run_child(
+    payload: dict,
+    work_dir: Path,
     log_path: Path,
     timeout_s: float,
     memory_limit_gb: float | None = None,
-    imports: tuple[str, ...] = (),
+    failed_status: str = "export_failed",
+    name: str = "export",
 ) -> ExportOutcome:
-    """Export in a child process. The child's full output goes to `log_path`."""
-    out = Path(req.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    req_path = out / "request.json"
-    result_path = out / "result.json"
+    """Run `python -m harness.worker` on `payload` in its own process group; the full output goes to `log_path`."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    req_path = work_dir / f"{name}-request.json"
+    result_path = work_dir / f"{name}-result.json"
     result_path.unlink(missing_ok=True)
-    req_path.write_text(json.dumps({**req.to_dict(), "imports": list(imports)}))
+    req_path.write_text(json.dumps(payload, default=str))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
     with open(log_path, "ab") as logf:
-        logf.write(f"=== export {req.backend} -> {req.out_dir}\n".encode())
+        logf.write(f"=== {name} in an isolated process ({work_dir})\n".encode())
         logf.flush()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.worker", str(req_path)],
+            [sys.executable, "-m", "harness.worker", str(req_path), str(result_path)],
             stdout=logf,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -78,35 +79,43 @@ def run_export(
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            wall = time.perf_counter() - t0
-            logf.write(f"\n=== killed after the {timeout_s:.0f} s export timeout\n".encode())
-            return ExportOutcome(
-                "timeout",
-                None,
-                message=f"export exceeded the {timeout_s:.0f} s timeout (--export-timeout)",
-                wall_s=wall,
-                log=str(log_path),
-            )
+            logf.write(f"\n=== killed after the {timeout_s:.0f} s timeout\n".encode())
+            return ExportOutcome("timeout", None, message=f"{name} exceeded the {timeout_s:.0f} s timeout",
+                                 wall_s=time.perf_counter() - t0, log=str(log_path))
     wall = time.perf_counter() - t0
     result = json.loads(result_path.read_text()) if result_path.exists() else None
-    if rc < 0 or (result is None and rc != 0):
+    if rc < 0 or result is None:
         sig = signal.Signals(-rc).name if rc < 0 else None
         detail = f"killed by {sig}" if sig else f"exited with status {rc} without a result"
         if sig == "SIGKILL":
             detail += " (out of memory or killed externally)"
-        return ExportOutcome("crashed", None, message=f"export process {detail}", signal=sig, wall_s=wall,
+        return ExportOutcome("crashed", None, message=f"{name} process {detail}", signal=sig, wall_s=wall,
                              log=str(log_path))
-    if result is None:
-        return ExportOutcome("crashed", None, message="export process wrote no result", wall_s=wall, log=str(log_path))
     if result["status"] != "ok":
-        return ExportOutcome(
-            "export_failed",
-            result.get("export_s"),
-            message=result.get("message"),
-            exception_type=result.get("exception_type"),
-            traceback=result.get("traceback"),
-            wall_s=wall,
-            log=str(log_path),
-        )
-    return ExportOutcome("ok", result["export_s"], artifact=result["artifact"], info=result.get("info", {}),
+        return ExportOutcome(failed_status, result.get("seconds"), message=result.get("message"),
+                             exception_type=result.get("exception_type"), traceback=result.get("traceback"),
+                             wall_s=wall, log=str(log_path))
+    return ExportOutcome("ok", result["seconds"], artifact=result.get("artifact"),
+                         info=result.get("info") or {k: v for k, v in result.items() if k not in ("status",)},
                          wall_s=wall, log=str(log_path))
+
+
+def run_export(
+    req: ExportRequest,
+    log_path: Path,
+    timeout_s: float,
+    memory_limit_gb: float | None = None,
+    imports: tuple[str, ...] = (),
+) -> ExportOutcome:
+    """Export in a child process (see run_child)."""
+    return run_child({**req.to_dict(), "imports": list(imports)}, Path(req.out_dir), log_path, timeout_s,
+                     memory_limit_gb)
+
+
+def run_probe(cell, artifact: str, export_info: dict, height: int, width: int, work_dir: Path, log_path: Path,
+              timeout_s: float, memory_limit_gb: float | None = None) -> ExportOutcome:
+    """Load `artifact` and run it once at height x width in a child process (first run of a fresh artifact)."""
+    payload = {"mode": "probe", "cell": cell.to_dict(), "artifact": artifact, "export_info": export_info,
+               "height": height, "width": width}
+    return run_child(payload, work_dir, log_path, timeout_s, memory_limit_gb, failed_status="run_failed",
+                     name=f"probe-{height}x{width}")

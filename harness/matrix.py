@@ -60,6 +60,7 @@ def _backend_devices(names: tuple[str, ...], devices: tuple[str, ...] | None) ->
 
 def _matches(cell: Cell, where: dict) -> bool:
     values = {
+        "export_only": getattr(backends.get(cell.backend), "export_only", False),
         "size": cell.size,
         "task": cell.task,
         "head": cell.head,
@@ -83,6 +84,7 @@ def build(profile: str, sel: Selection, spec: dict | None = None) -> list[Planne
         raise SelectionError(f"--profile: unknown {profile!r}; valid: {', '.join(spec['profiles'])}")
     all_backends = backends.names()
     cells: dict[str, Cell] = {}
+    block_skip: dict[str, str] = {}
     for block in spec["profiles"][profile]:
         sizes = sel.sizes or tuple(block["sizes"])
         tasks = sel.tasks or tuple(block["tasks"])
@@ -99,11 +101,17 @@ def build(profile: str, sel: Selection, spec: dict | None = None) -> list[Planne
                             for name, dev in _backend_devices(names, sel.devices):
                                 for prec in precisions:
                                     c = Cell(size, task, head, name, dev, shape, batch, prec)
-                                    cells.setdefault(c.id, c)
+                                    if c.id in cells:
+                                        continue
+                                    cells[c.id] = c
+                                    reason = next((s["reason"] for s in block.get("skip", [])
+                                                   if _matches(c, s["where"])), None)
+                                    if reason and not sel.backends:
+                                        block_skip[c.id] = reason
     planned = []
     for c in cells.values():
         reason = next((e["reason"] for e in spec.get("exclusions", []) if _matches(c, e["where"])), None)
-        planned.append(PlannedCell(c, reason))
+        planned.append(PlannedCell(c, reason or block_skip.get(c.id)))
     # group cells that share a model and input so references and checkpoints are reused
     planned.sort(key=lambda p: (SIZES.index(p.cell.size), TASKS.index(p.cell.task), p.cell.shape, p.cell.batch,
                                 HEADS.index(p.cell.head), PRECISIONS.index(p.cell.precision), p.cell.backend,

@@ -54,6 +54,7 @@ RECORD_FIELDS = (
     "artifact_bytes",
     "cache_hit",
     "export_s",
+    "compile_s",
     "load_s",
     "first_run_ms",
     "latency_ms",

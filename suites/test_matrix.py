@@ -8,5 +8,8 @@ from harness.pytest_plugin import run_cell_test
 
 def test_cell(cell, bench_session, benchmark):
     rec = run_cell_test(cell, bench_session, benchmark)
-    assert rec["status"] == "ok", rec["reason"]
-    assert rec["latency_ms"] is None or rec["latency_ms"]["p50"] > 0
+    if bench_session.config.getoption("update_expected"):
+        return
+    assert rec["status"] in ("ok", "exported"), rec["reason"]
+    if rec["status"] == "ok" and not rec["dynamic"]:
+        assert rec["latency_ms"]["p50"] > 0 and rec["parity"]["ok"]

@@ -13,6 +13,16 @@ _MODULES = (
     "harness.backends.onnxruntime_cpu",
     "harness.backends.openvino_cpu",
     "harness.backends.executorch_xnnpack",
+    "harness.backends.torch_compile",
+    "harness.backends.aoti",
+    "harness.backends.tensorrt",
+    "harness.backends.onnxruntime_trt",
+    "harness.backends.executorch_cuda",
+    "harness.backends.executorch_vulkan",
+    "harness.backends.executorch_coreml",
+    "harness.backends.executorch_mps",
+    "harness.backends.executorch_qnn",
+    "harness.backends.executorch_arm",
 )
 
 

@@ -67,14 +67,14 @@ class Runner(ABC):
     def run(self, prepared: Any) -> Any:
         """One inference. Must not return before the result is usable, or `synchronize` must make it so."""
 
-    def synchronize(self) -> None:
+    def synchronize(self) -> None:  # noqa: B027  (optional hook: synchronous runtimes need nothing)
         """Block until asynchronous work issued by `run` has finished (no-op for synchronous CPU runtimes)."""
 
     @abstractmethod
     def outputs(self, result: Any) -> list[np.ndarray]:
         """The outputs of `run` as host float32 arrays, in the model's output order."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional hook)
         """Release runtime resources."""
 
 
@@ -91,6 +91,8 @@ class Backend(ABC):
     supports_dynamic: ClassVar[bool] = False
     #: the library whose version keys the export cache
     library: ClassVar[str | None] = None
+    #: exports an artifact for a target this host cannot run (record status "exported"); `load` raises
+    export_only: ClassVar[bool] = False
 
     @abstractmethod
     def probe(self, device: str) -> str | None:

@@ -49,13 +49,36 @@ def delegation_ops(graph_module) -> dict:
     }
 
 
+def non_edge_functions(graph_module) -> list[str]:
+    """Plain Python functions called in the graph (e.g. torch.sym_min), which the Edge dialect rejects."""
+    import types
+
+    names = {
+        n.target.__name__
+        for n in graph_module.graph.nodes
+        if n.op == "call_function" and isinstance(n.target, types.FunctionType) and n.target.__name__ != "alloc"
+    }
+    return sorted(names)
+
+
 def export_executorch(req: ExportRequest, partitioners: list, suffix: str) -> ExportResult:
     """Lower with `partitioners`, write `<model>_<suffix>.pte` into req.out_dir, return delegation counts."""
     from executorch.exir import to_edge_transform_and_lower
 
     out = Path(req.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    edge = to_edge_transform_and_lower(exported_program(req), partitioner=partitioners)
+    ep = exported_program(req)
+    try:
+        edge = to_edge_transform_and_lower(ep, partitioner=partitioners)
+    except AssertionError as e:
+        # The Edge verifier asserts without naming the operator; name it so the failure explains itself.
+        bad = non_edge_functions(ep.graph_module)
+        if bad:
+            raise RuntimeError(
+                f"Unsupported operator: {', '.join('torch.' + b for b in bad)} (not an ExecuTorch Edge operator; "
+                "a Python-level symbolic op that dynamic shapes left in the exported graph)"
+            ) from e
+        raise
     ops = delegation_ops(edge.exported_program().graph_module)
     program = edge.to_executorch()
     pte = out / f"yolo26{req.size}-{req.task}-{suffix}.pte"

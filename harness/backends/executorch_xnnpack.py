@@ -60,9 +60,14 @@ class ExecuTorchXnnpack(Backend):
         return None
 
     def export(self, req: ExportRequest) -> ExportResult:
+        from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
-        return export_executorch(req, [XnnpackPartitioner()], "xnnpack")
+        # Remedy option: keep some op kinds out of the delegate (matched against the partitioner config names,
+        # e.g. "squeeze" drops SqueezeConfig and UnsqueezeConfig); ExecuTorch's portable kernels run them.
+        exclude = [e.lower() for e in req.options.get("xnnpack_exclude_configs", [])]
+        configs = [c for c in ALL_PARTITIONER_CONFIGS if not any(e in c.__name__.lower() for e in exclude)]
+        return export_executorch(req, [XnnpackPartitioner(configs=configs)], "xnnpack")
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
         return ExecuTorchRunner(load_method(artifact))

@@ -1,0 +1,170 @@
+"""AOTInductor: torch.export of the prepared model, compiled ahead of time into a .pt2 package, run by libtorch.
+
+The export process does both steps (torch.export, then `torch._inductor.aoti_compile_and_package`) and reports
+their times separately in the export info. `load` is `torch._inductor.aoti_load_package`; a call goes straight to
+the package loader's `run` (flat tensors in and out), without the pytree round-trip of `AOTICompiledModel.__call__`.
+On CUDA the compiled model runs on torch's current stream, so CUDA events and CUDA-graph capture see its work.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from harness.backends import register
+from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
+from harness.backends.torch_eager import flatten_outputs
+
+log = logging.getLogger(__name__)
+
+DYNAMIC_EXAMPLE = 640  # example height/width when a dynamic request carries no shape
+
+
+class AotiRunner(Runner):
+    """A loaded AOTInductor package. Inputs are placed on the device in `prepare`, outside the timed region."""
+
+    def __init__(self, compiled, device: str, dtype) -> None:
+        import torch
+
+        self.compiled = compiled
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.precision_executed = {torch.float32: "fp32", torch.float16: "fp16"}[dtype]
+        self.timing_scope = "model"
+        self._cuda = self.device.type == "cuda"
+        loader = getattr(compiled, "loader", None)
+        self._run = loader.run if loader is not None and hasattr(loader, "run") else None
+
+    def prepare(self, x: np.ndarray):
+        import torch
+
+        return torch.from_numpy(np.array(x)).to(self.device, self.dtype)
+
+    def run(self, prepared):
+        if self._run is not None:
+            return self._run([prepared])
+        return self.compiled(prepared)
+
+    def synchronize(self) -> None:
+        if self._cuda:
+            import torch
+
+            torch.cuda.synchronize(self.device)
+
+    def outputs(self, result) -> list[np.ndarray]:
+        return flatten_outputs(result)
+
+
+def export_program(req: ExportRequest, device: str, dtype):
+    """torch.export of the network as ultralytics prepares it, on `device` in `dtype`; dynamic H/W when asked.
+
+    Returns (exported program, host post-processing spec or None). With the request option
+    {"remedy": "backbone-only"} the network stops before the head's top-k (`executorch_cuda.backbone_only`), and the
+    spec tells the runner how to run that top-k on the host, inside the timed call (`HostTopKRunner`).
+    """
+    import torch
+
+    from harness.backends.executorch_cuda import (
+        REMEDY_BACKBONE_ONLY,
+        backbone_only,
+        export_remedy,
+        postprocess_spec,
+    )
+    from harness.models import prepared_model
+
+    h, w = (req.height or DYNAMIC_EXAMPLE), (req.width or DYNAMIC_EXAMPLE)
+    model = prepared_model(req.checkpoint, req.head, (h, w), dynamic=req.dynamic)
+    spec = None
+    if export_remedy(req) == REMEDY_BACKBONE_ONLY:
+        spec = postprocess_spec(model)
+        model = backbone_only(model)
+    model = model.to(device).to(dtype)
+    im = torch.zeros(req.batch, 3, h, w, device=device, dtype=dtype)
+    dynamic_shapes = None
+    if req.dynamic:
+        from harness.dynamic import dynamic_shapes_spec
+
+        dynamic_shapes = dynamic_shapes_spec(req.options)
+    with torch.no_grad():
+        return torch.export.export(model, (im,), dynamic_shapes=dynamic_shapes, strict=False), spec
+
+
+@register
+class Aoti(Backend):
+    name = "aoti"
+    devices = ("cpu", "cuda")
+    precisions = {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
+    supports_dynamic = True
+    library = "torch"
+    #: load with AOTInductor's single-threaded runner (required under CUDA-graph capture)
+    run_single_threaded: ClassVar[bool] = False
+
+    def probe(self, device: str) -> str | None:
+        try:
+            import torch
+        except ImportError as e:
+            return f"torch is not installed ({e})"
+        import torch._inductor
+
+        if not hasattr(torch._inductor, "aoti_compile_and_package"):
+            return f"torch {torch.__version__} has no torch._inductor.aoti_compile_and_package (needs torch >= 2.6)"
+        if device == "cuda":
+            if not torch.cuda.is_available():
+                return f"no CUDA device visible to torch {torch.__version__} (torch.version.cuda={torch.version.cuda})"
+            import importlib.util
+
+            if importlib.util.find_spec("triton") is None:
+                return "AOTInductor on CUDA generates Triton kernels, and triton is not installed"
+            return None
+        from torch._inductor import cpp_builder
+
+        try:
+            cpp_builder.get_cpp_compiler()
+        except Exception as e:  # the package is a shared library compiled here
+            return f"AOTInductor needs a C++ compiler to build its shared library: {e}"
+        return None
+
+    def export(self, req: ExportRequest) -> ExportResult:
+        import torch
+        import torch._inductor
+
+        device = "cuda" if req.device == "cuda" else "cpu"
+        dtype = torch.float16 if req.precision == "fp16" else torch.float32
+        out = Path(req.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        ep, spec = export_program(req, device, dtype)
+        export_s = time.perf_counter() - t0
+        info: dict = {"dtype": str(dtype), "device": device, "remedy": req.options.get("remedy")}
+        if spec is not None:
+            info["host_postprocess"] = spec
+        suffix = "-backbone" if spec is not None else ""
+        pt2 = out / f"yolo26{req.size}-{req.task}-aoti-{device}{suffix}.pt2"
+        t0 = time.perf_counter()
+        torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2))
+        compile_s = time.perf_counter() - t0
+        log.info("wrote %s (torch.export %.1f s, AOTInductor compile %.1f s)", pt2, export_s, compile_s)
+        return ExportResult(str(pt2), {**info, "torch_export_s": export_s, "aoti_compile_s": compile_s})
+
+    def load(self, artifact: Path, cell, export_info: dict) -> Runner:
+        import torch
+        import torch._inductor
+
+        dtype = torch.float16 if cell.precision == "fp16" else torch.float32
+        # device_index -1 is the package's own device (cpu, or the current CUDA device)
+        compiled = torch._inductor.aoti_load_package(
+            str(artifact),
+            run_single_threaded=self.run_single_threaded,
+            device_index=0 if cell.device == "cuda" else -1,
+        )
+        runner = AotiRunner(compiled, cell.device, dtype)
+        spec = export_info.get("host_postprocess")
+        if spec is None:
+            return runner
+        from harness.backends.executorch_cuda import HostTopKRunner
+
+        return HostTopKRunner(runner, spec, device_outputs=cell.device == "cuda")

@@ -1,0 +1,125 @@
+"""ONNX Runtime with the TensorRT execution provider (CUDA EP for what TensorRT does not take), I/O bound on the GPU.
+
+The artifact is ultralytics' fp32 ONNX export; fp16 is TensorRT's choice of kernels (`trt_fp16_enable`), not an
+fp16 graph. TensorRT builds its engine when the session is created (and on the first run for dynamic inputs), so
+`load` creates the session and runs once, and that build time is `runner.compile_s`, apart from latency. The
+engine cache is off: every cell's `compile_s` is a real build, and no engine from another run is ever reused.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness.backends import register
+from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
+from harness.backends.onnxruntime_cuda import OrtIOBindingRunner
+from harness.backends.ultralytics_export import export_with_ultralytics
+
+log = logging.getLogger(__name__)
+
+TRT_EP = "TensorrtExecutionProvider"
+CUDA_EP = "CUDAExecutionProvider"
+
+
+def preload_tensorrt() -> str | None:
+    """Make libnvinfer loadable for the TensorRT EP; None when it is, else the reason.
+
+    The `tensorrt` wheel keeps its libraries in its own package directory; importing it loads them into the
+    process, where the EP's dlopen by soname then finds them.
+    """
+    try:
+        import tensorrt  # noqa: F401
+
+        return None
+    except ImportError:
+        pass
+    import ctypes
+
+    errors = []
+    for soname in ("libnvinfer.so.10", "libnvinfer.so.11", "libnvinfer.so"):
+        try:
+            ctypes.CDLL(soname)
+            return None
+        except OSError as e:
+            errors.append(str(e))
+    return "the TensorRT EP needs the TensorRT libraries: neither the tensorrt wheel nor libnvinfer.so is installed"
+
+
+def trt_provider_options(cell, device_id: int = 0) -> dict:
+    """TensorRT EP options for `cell`: fp16 kernels when asked, an explicit profile for dynamic input."""
+    opts: dict = {
+        "device_id": device_id,
+        "trt_fp16_enable": cell.precision == "fp16",
+        "trt_engine_cache_enable": False,
+    }
+    if cell.shape.dynamic:
+        from harness.dynamic import DEFAULT_RANGE
+
+        lo, hi = DEFAULT_RANGE
+        b = cell.batch
+        opts["trt_profile_min_shapes"] = f"images:{b}x3x{lo}x{lo}"
+        opts["trt_profile_opt_shapes"] = f"images:{b}x3x640x640"
+        opts["trt_profile_max_shapes"] = f"images:{b}x3x{hi}x{hi}"
+    return opts
+
+
+@register
+class OnnxRuntimeTensorRT(Backend):
+    name = "onnxruntime-trt"
+    devices = ("cuda",)
+    precisions = {"cuda": ("fp32", "fp16")}
+    supports_dynamic = True
+    library = "onnxruntime"
+
+    def probe(self, device: str) -> str | None:
+        try:
+            import onnxruntime as ort
+        except ImportError as e:
+            return f"onnxruntime is not installed ({e})"
+        have = ort.get_available_providers()
+        if TRT_EP not in have:
+            return f"this onnxruntime build has no {TRT_EP} (has {', '.join(have)}; install onnxruntime-gpu)"
+        from harness.envinfo import cuda_device_count
+
+        if cuda_device_count() == 0:
+            from harness.nvml import nvml_reason
+
+            return f"no NVIDIA GPU visible ({nvml_reason() or 'NVML lists none'})"
+        return preload_tensorrt()
+
+    def export(self, req: ExportRequest) -> ExportResult:
+        import onnx
+
+        # One fp32 graph, exported on the CPU: TensorRT picks fp16 kernels itself when trt_fp16_enable is set.
+        path = export_with_ultralytics(req, "onnx", simplify=True, half=False, int8=False, device="cpu")
+        model = onnx.load(str(path), load_external_data=False)
+        ops = sorted({n.op_type for n in model.graph.node})
+        return ExportResult(str(path), {"onnx_opset": model.opset_import[0].version, "onnx_op_types": ops})
+
+    def load(self, artifact: Path, cell, export_info: dict) -> Runner:
+        import onnxruntime as ort
+
+        preload_tensorrt()
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.log_severity_level = 3
+        providers = [(TRT_EP, trt_provider_options(cell)), (CUDA_EP, {"device_id": 0})]
+        t0 = time.perf_counter()
+        session = ort.InferenceSession(str(artifact), sess_options=so, providers=providers)
+        if session.get_providers()[0] != TRT_EP:
+            raise RuntimeError(
+                f"the TensorRT EP did not initialise (session providers: {', '.join(session.get_providers())})"
+            )
+        inp = session.get_inputs()[0]
+        dtype = np.float16 if "float16" in inp.type else np.float32
+        dummy = np.zeros((cell.batch, 3, cell.shape.height or 640, cell.shape.width or 640), dtype=dtype)
+        session.run(None, {inp.name: dummy})  # engine build (deferred to the first run for dynamic input)
+        compile_s = time.perf_counter() - t0
+        runner = OrtIOBindingRunner(session, "fp16" if cell.precision == "fp16" else "fp32", device_id=0)
+        runner.compile_s = compile_s
+        log.info("TensorRT EP built %s in %.1f s", cell.id, compile_s)
+        return runner

@@ -1,0 +1,253 @@
+"""Regression detection: one run against its baseline within its series.
+
+Rules (docs/regression-tracking.md explains the reasoning):
+- status: ok in the baseline run, a failure status now. Always a regression.
+- latency: the new p50 exceeds the baseline p50 by more than both `latency_pct` percent and `spread_k` times the
+  series' robust spread (1.4826 x MAD of the p50s of the last `window` ok runs of the cell), and a Mann-Whitney
+  U test on the raw rounds (`samples_ms`) rejects "same distribution" at `alpha`.
+- memory: the peak grows by more than both `mem_pct` percent and `mem_mb` MB.
+Mirror-image changes are improvements. New and vanished cells are listed, not failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from dataclasses import asdict, dataclass, field
+
+from harness.history import query
+from harness.history.query import CellRow, RunRef
+from harness.history.rundir import HistoryError
+from harness.history.stats import mann_whitney_u, median, robust_spread
+from harness.records import FAILED_STATUSES
+
+log = logging.getLogger(__name__)
+
+KINDS = ("status", "latency", "memory")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The knobs of the regression rules; the defaults are the project's policy."""
+
+    latency_pct: float = 10.0
+    spread_k: float = 3.0
+    alpha: float = 0.01
+    mem_pct: float = 5.0
+    mem_mb: float = 64.0
+    window: int = 5  # runs behind the series' spread (and the window baseline's default size)
+
+
+@dataclass(frozen=True)
+class BaselineSpec:
+    """What a run is compared with: `window:N` (median of the last N ok runs of each cell), `last` (the
+    previous run of the series) or a run id."""
+
+    mode: str = "window"
+    n: int = 5
+    run_id: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> BaselineSpec:
+        """Parse the `--baseline` argument: 'window:N', 'last', or a run id."""
+        if text == "last":
+            return cls(mode="last")
+        if text.startswith("window:"):
+            try:
+                n = int(text.split(":", 1)[1])
+            except ValueError:
+                n = 0
+            if n < 1:
+                raise ValueError(f"--baseline {text}: N must be a positive integer")
+            return cls(mode="window", n=n)
+        return cls(mode="run", run_id=text)
+
+    def describe(self) -> str:
+        """One line for reports: what the baseline is."""
+        if self.mode == "window":
+            return f"window:{self.n} (median of the last {self.n} ok runs of each cell in the series)"
+        if self.mode == "last":
+            return "last (the previous run of the series)"
+        return f"run {self.run_id}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One cell's change. `baseline`/`current` are ms (latency), MB (memory) or a status."""
+
+    cell_id: str
+    kind: str
+    baseline: float | str | None
+    current: float | str | None
+    change_pct: float | None
+    detail: str
+    machine: str | None = None
+
+    def to_dict(self) -> dict:
+        """Plain data (the shape report_data's regressions use)."""
+        return asdict(self)
+
+
+@dataclass
+class Comparison:
+    """The outcome of comparing one machine's run with its baseline."""
+
+    run_id: str
+    machine: str
+    series_id: str
+    series_label: str
+    baseline: str
+    baseline_runs: list[str] = field(default_factory=list)
+    has_history: bool = False
+    compared: int = 0
+    regressions: list[Finding] = field(default_factory=list)
+    improvements: list[Finding] = field(default_factory=list)
+    status_changes: list[Finding] = field(default_factory=list)
+    new_cells: list[str] = field(default_factory=list)
+    vanished_cells: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """Plain data, as written by `compare --json`."""
+        return asdict(self)
+
+
+def _pct(base: float, cur: float) -> float | None:
+    return (cur - base) / base * 100 if base else None
+
+
+def _latency(
+    conn: sqlite3.Connection, cur: CellRow, base_rows: list[CellRow], window: list[CellRow], th: Thresholds
+) -> Finding | None:
+    base = median([r.p50 for r in base_rows])
+    if base <= 0:
+        return None
+    spread = robust_spread([r.p50 for r in window])
+    delta = cur.p50 - base
+    margin = max(base * th.latency_pct / 100, th.spread_k * spread)
+    if abs(delta) <= margin:
+        return None
+    base_samples = [s for r in base_rows for s in query.samples(conn, r)]
+    test = mann_whitney_u(query.samples(conn, cur), base_samples)
+    if test is not None and test.p >= th.alpha:
+        return None
+    change = _pct(base, cur.p50)
+    how = (
+        f"Mann-Whitney p={test.p:.2g} (n={test.n_x} vs {test.n_y})"
+        if test is not None
+        else "raw rounds too few to test; flagged on p50 alone"
+    )
+    detail = (
+        f"p50 {base:.3f} -> {cur.p50:.3f} ms ({change:+.1f}%); margin {margin:.3f} ms = max({th.latency_pct:g}%,"
+        f" {th.spread_k:g} x spread {spread:.3f} ms); {how}; baseline of {len(base_rows)} run(s)"
+    )
+    return Finding(cur.cell_id, "latency", base, cur.p50, change, detail, cur.machine)
+
+
+def _memory(cur: CellRow, base_rows: list[CellRow], th: Thresholds) -> Finding | None:
+    rows = [r for r in base_rows if r.mem_mb is not None and r.mem_source == cur.mem_source]
+    if cur.mem_mb is None or not rows:
+        return None
+    base = median([r.mem_mb for r in rows])
+    delta = cur.mem_mb - base
+    margin = max(base * th.mem_pct / 100, th.mem_mb)
+    if abs(delta) <= margin:
+        return None
+    change = _pct(base, cur.mem_mb)
+    pct = f" ({change:+.1f}%)" if change is not None else ""
+    detail = (
+        f"{cur.mem_source} {base:.0f} -> {cur.mem_mb:.0f} MB{pct}; margin {margin:.0f} MB ="
+        f" max({th.mem_pct:g}%, {th.mem_mb:g} MB)"
+    )
+    return Finding(cur.cell_id, "memory", base, cur.mem_mb, change, detail, cur.machine)
+
+
+def _status(cur: CellRow, ref: CellRow | None) -> tuple[str, Finding] | None:
+    """('regression' | 'improvement' | 'change', finding) when the status differs from the reference run's."""
+    if ref is None or ref.status == cur.status:
+        return None
+    detail = f"{ref.status} in run {ref.run_id} -> {cur.status}"
+    finding = Finding(cur.cell_id, "status", ref.status, cur.status, None, detail, cur.machine)
+    if ref.status == "ok" and cur.status in FAILED_STATUSES:
+        return "regression", finding
+    if ref.status in FAILED_STATUSES and cur.status == "ok":
+        return "improvement", finding
+    return "change", finding
+
+
+def _baseline_rows(
+    spec: BaselineSpec, history: list[CellRow], ref: CellRow | None, n: int, scope: str | None
+) -> list[CellRow]:
+    """The ok records of a cell that its baseline is made of."""
+    if spec.mode == "window":
+        ok = [r for r in history if r.status == "ok" and r.p50 is not None and r.timing_scope == scope]
+        return ok[:n]
+    if ref is not None and ref.status == "ok" and ref.p50 is not None and ref.timing_scope == scope:
+        return [ref]
+    return []
+
+
+def compare_run(
+    conn: sqlite3.Connection, run: RunRef, spec: BaselineSpec | None = None, th: Thresholds | None = None
+) -> Comparison:
+    """Compare one machine's run with its baseline in its series."""
+    spec = spec or BaselineSpec()
+    th = th or Thresholds()
+    result = Comparison(run.run_id, run.machine, run.series_id, run.series_label, spec.describe())
+    earlier = query.earlier_runs(conn, run)
+    if spec.mode == "run":
+        ref_run = query.find_baseline_run(conn, run, spec.run_id or "")
+        if (ref_run.run_id, ref_run.machine) == (run.run_id, run.machine):
+            raise HistoryError(f"run {run.run_id!r} cannot be its own baseline")
+    else:
+        # The previous run of the series, from the same machine when it has one (a series can span machines).
+        ref_run = next((r for r in earlier if r.machine == run.machine), earlier[0] if earlier else None)
+    if ref_run is None:
+        result.notes.append(f"first run of series {run.series_id}: nothing to compare with")
+        return result
+    result.has_history = True
+    current = query.run_cells(conn, run)
+    history = query.series_cells(conn, run)
+    ref_cells = query.run_cells(conn, ref_run)
+    window_n = spec.n if spec.mode == "window" else th.window
+    used_runs: set[str] = set()
+
+    for cell_id, cur in sorted(current.items()):
+        past = history.get(cell_id, [])
+        if spec.mode == "window":
+            if not past:
+                result.new_cells.append(cell_id)
+                continue
+            ref = past[0]
+        else:
+            ref = ref_cells.get(cell_id)
+            if ref is None:
+                result.new_cells.append(cell_id)
+                continue
+        result.compared += 1
+        status = _status(cur, ref)
+        if status is not None:
+            bucket = {"regression": result.regressions, "improvement": result.improvements}
+            bucket.get(status[0], result.status_changes).append(status[1])
+        if cur.status != "ok" or cur.p50 is None:
+            continue
+        base_rows = _baseline_rows(spec, past, ref, window_n, cur.timing_scope)
+        if not base_rows:
+            if any(r.status == "ok" and r.timing_scope != cur.timing_scope for r in past):
+                result.notes.append(f"{cell_id}: timing scope changed to {cur.timing_scope!r}; not compared")
+            continue
+        used_runs.update(r.run_id for r in base_rows)
+        window = [
+            r for r in past if r.status == "ok" and r.p50 is not None and r.timing_scope == cur.timing_scope
+        ]
+        for finding in (_latency(conn, cur, base_rows, window[:window_n], th), _memory(cur, base_rows, th)):
+            if finding is None:
+                continue
+            grew = finding.current > finding.baseline
+            (result.regressions if grew else result.improvements).append(finding)
+
+    result.vanished_cells = sorted(set(ref_cells) - set(current))
+    result.baseline_runs = sorted(used_runs)
+    result.regressions.sort(key=lambda f: (KINDS.index(f.kind), f.cell_id))
+    result.improvements.sort(key=lambda f: (KINDS.index(f.kind), f.cell_id))
+    return result

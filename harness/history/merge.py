@@ -1,0 +1,127 @@
+"""Merging the runs of several machines into one history and one results directory for the report.
+
+The merged directory's records keep every field and gain `machine` (the source's hostname, made unique) and
+`source_run_id`; their `run_id` becomes the merged run's id. Its env.json lists the machines with their full
+env.json under "machines", and keeps the usual top-level keys (values shared by every machine, else null) so that
+a reader that knows only the plain format still works.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness.history.rundir import (
+    MACHINE_FIELD,
+    MACHINES_KEY,
+    SOURCE_RUN_FIELD,
+    ImportRefused,
+    RunData,
+    load_run_dir,
+)
+from harness.history.store import ImportResult, import_runs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """The merged run's id and directory, and what importing its sources did."""
+
+    run_id: str
+    out_dir: Path
+    machines: list[str]
+    imported: list[ImportResult]
+
+
+def _unique_machines(runs: list[RunData]) -> list[RunData]:
+    """Give every run a distinct machine label: the hostname, suffixed with the run id where hostnames repeat."""
+    seen: dict[str, int] = {}
+    for run in runs:
+        seen[run.machine] = seen.get(run.machine, 0) + 1
+    out, labels = [], set()
+    for run in runs:
+        label = run.machine if seen[run.machine] == 1 else f"{run.machine}-{run.run_id}"
+        if label in labels:
+            raise ImportRefused(f"run {run.run_id} of {run.machine} is given twice")
+        labels.add(label)
+        out.append(run if label == run.machine else replace(run, machine=label))
+    return out
+
+
+def _common(values: list) -> object:
+    """The value every machine shares, else None."""
+    first = values[0]
+    return first if all(v == first for v in values[1:]) else None
+
+
+def merged_env(run_id: str, runs: list[RunData]) -> dict:
+    """env.json of a merged run (see the module docstring)."""
+    envs = [r.env for r in runs]
+    libraries = {}
+    for name in sorted({k for e in envs for k in (e.get("libraries") or {})}):
+        libraries[name] = _common([(e.get("libraries") or {}).get(name) for e in envs])
+    return {
+        "run_id": run_id,
+        "started_at": min(r.started_at for r in runs),
+        "git_commit": _common([e.get("git_commit") for e in envs]),
+        "host": {"hostname": ", ".join(r.machine for r in runs)},
+        "gpu": [dict(g, machine=r.machine) for r in runs for g in (r.env.get("gpu") or [])],
+        "cuda": _common([e.get("cuda") for e in envs]),
+        "libraries": libraries,
+        MACHINES_KEY: [
+            {
+                MACHINE_FIELD: r.machine,
+                "run_id": r.run_id,
+                "series_id": r.fingerprint.series_id,
+                "series_label": r.fingerprint.label,
+                "source": r.source,
+                "env": r.env,
+            }
+            for r in runs
+        ],
+    }
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def merge_runs(
+    db_path: str | Path, run_dirs: list[str | Path], out_dir: str | Path, run_id: str | None = None
+) -> MergeResult:
+    """Import every results directory into the history and write one merged results directory.
+
+    All inputs are validated before anything is written; the merged run id defaults to the output directory's
+    name. Merging again into the same directory replaces it.
+    """
+    out_dir = Path(out_dir)
+    run_id = run_id or out_dir.resolve().name
+    runs = [run for d in run_dirs for run in load_run_dir(d)]
+    if not runs:
+        raise ImportRefused("nothing to merge")
+    runs = _unique_machines(runs)
+    imported = import_runs(db_path, runs, merged_run_id=run_id)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for run in runs:
+        for rec in run.records:
+            merged = dict(rec, run_id=run_id)
+            merged[MACHINE_FIELD] = run.machine
+            merged[SOURCE_RUN_FIELD] = run.run_id
+            lines.append(json.dumps(merged, allow_nan=False, default=str))
+    _write_atomic(out_dir / "cells.jsonl", "".join(line + "\n" for line in lines))
+    _write_atomic(out_dir / "env.json", json.dumps(merged_env(run_id, runs), indent=2, default=str) + "\n")
+    log.info("merged %d run(s) from %s into %s", len(runs), ", ".join(r.machine for r in runs), out_dir)
+    return MergeResult(run_id, out_dir, [r.machine for r in runs], imported)

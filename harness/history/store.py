@@ -1,0 +1,264 @@
+"""The history database: an embedded SQLite file holding every imported run, keyed by run, machine and cell.
+
+Concurrency: the database runs in WAL mode and every import is one `BEGIN IMMEDIATE` transaction, so two
+processes importing at once serialise on the write lock (waiting up to `BUSY_TIMEOUT_S`) and readers never see a
+half-imported run. Keep the file on a local disk: WAL needs shared memory, which network filesystems lack.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from harness.history.rundir import HistoryError, ImportRefused, RunData, load_run_dir
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DB = Path("results/history.sqlite")
+DB_ENV_VAR = "YOLO26_BENCH_HISTORY"
+DB_SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 120.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS series (
+    series_id TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    label TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    series_id TEXT NOT NULL REFERENCES series(series_id),
+    started_at TEXT NOT NULL,
+    git_commit TEXT,
+    env TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    source TEXT NOT NULL,
+    imported_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, machine)
+);
+CREATE INDEX IF NOT EXISTS runs_by_series ON runs (series_id, started_at);
+CREATE TABLE IF NOT EXISTS cells (
+    run_id TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    cell_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    timing_scope TEXT,
+    p50 REAL,
+    samples TEXT,
+    mem_mb REAL,
+    mem_source TEXT,
+    record TEXT NOT NULL,
+    PRIMARY KEY (run_id, machine, cell_id),
+    FOREIGN KEY (run_id, machine) REFERENCES runs (run_id, machine) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS cells_by_cell ON cells (cell_id);
+CREATE TABLE IF NOT EXISTS merges (
+    merged_run_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    PRIMARY KEY (merged_run_id, run_id, machine)
+);
+"""
+
+# Memory compared between runs, in order of preference (see docs/regression-tracking.md).
+MEMORY_SOURCES = ("device_peak_process_mb", "host_peak_delta_mb", "host_peak_rss_mb")
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What one import did: 'imported' (new run), 'replaced' (the run's content changed) or 'unchanged'."""
+
+    run_id: str
+    machine: str
+    series_id: str
+    cells: int
+    action: str
+
+
+def default_db_path() -> Path:
+    """$YOLO26_BENCH_HISTORY when set, else results/history.sqlite."""
+    return Path(os.environ.get(DB_ENV_VAR) or DEFAULT_DB)
+
+
+def _check_schema(conn: sqlite3.Connection, db_path: Path) -> None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'db_schema'").fetchone()
+    if row is None or int(row[0]) != DB_SCHEMA_VERSION:
+        found = None if row is None else row[0]
+        raise HistoryError(
+            f"{db_path}: history schema {found!r}, this harness reads {DB_SCHEMA_VERSION}; "
+            "use a new database file or re-import the results directories"
+        )
+
+
+def connect(db_path: str | Path) -> sqlite3.Connection:
+    """Open (creating when needed) the history database for writing, in WAL mode, schema in place."""
+    db_path = Path(db_path)
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), never opened behind our back.
+    conn = sqlite3.connect(db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Statement by statement: executescript() would commit the open transaction first.
+            for stmt in filter(str.strip, _SCHEMA.split(";")):
+                conn.execute(stmt)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('db_schema', ?)", (str(DB_SCHEMA_VERSION),)
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        _check_schema(conn, db_path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def open_readonly(db_path: str | Path) -> sqlite3.Connection:
+    """Open an existing history database without writing to it (the report stage)."""
+    db_path = Path(db_path)
+    if not db_path.is_file():
+        raise HistoryError(f"{db_path}: no history database")
+    conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        _check_schema(conn, db_path)
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise HistoryError(f"{db_path}: not a readable history database ({e})") from e
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def memory_mb(rec: dict) -> tuple[float | None, str | None]:
+    """The memory figure compared between runs and which field it came from."""
+    mem = rec.get("memory") or {}
+    for source in MEMORY_SOURCES:
+        value = mem.get(source)
+        if isinstance(value, int | float):
+            return float(value), source
+    return None, None
+
+
+def _cell_row(run: RunData, rec: dict) -> tuple:
+    latency = rec.get("latency_ms") or {}
+    ok = rec["status"] == "ok"
+    samples = rec.get("samples_ms") if ok else None
+    mem, mem_source = memory_mb(rec) if ok else (None, None)
+    stored = {k: v for k, v in rec.items() if k != "samples_ms"}
+    return (
+        run.run_id,
+        run.machine,
+        rec["cell_id"],
+        rec["status"],
+        latency.get("timing_scope"),
+        latency.get("p50") if ok else None,
+        json.dumps(samples) if samples else None,
+        mem,
+        mem_source,
+        json.dumps(stored, sort_keys=True, default=str),
+    )
+
+
+def _write_run(conn: sqlite3.Connection, run: RunData) -> ImportResult:
+    fp = run.fingerprint
+    row = conn.execute(
+        "SELECT digest FROM runs WHERE run_id = ? AND machine = ?", (run.run_id, run.machine)
+    ).fetchone()
+    if row is not None and row[0] == run.digest:
+        return ImportResult(run.run_id, run.machine, fp.series_id, len(run.records), "unchanged")
+    conn.execute(
+        "INSERT OR IGNORE INTO series (series_id, fingerprint, label) VALUES (?, ?, ?)",
+        (fp.series_id, json.dumps(fp.to_dict(), sort_keys=True), fp.label),
+    )
+    # A run imported again with new content (more cells finished, or a re-run) replaces the old one whole.
+    conn.execute("DELETE FROM cells WHERE run_id = ? AND machine = ?", (run.run_id, run.machine))
+    conn.execute("DELETE FROM runs WHERE run_id = ? AND machine = ?", (run.run_id, run.machine))
+    conn.execute(
+        "INSERT INTO runs (run_id, machine, series_id, started_at, git_commit, env, digest, source, imported_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run.run_id,
+            run.machine,
+            fp.series_id,
+            run.started_at,
+            run.env.get("git_commit"),
+            json.dumps(run.env, sort_keys=True, default=str),
+            run.digest,
+            run.source,
+            datetime.now(UTC).isoformat(timespec="seconds"),
+        ),
+    )
+    conn.executemany(
+        "INSERT INTO cells (run_id, machine, cell_id, status, timing_scope, p50, samples, mem_mb, mem_source,"
+        " record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [_cell_row(run, rec) for rec in run.records],
+    )
+    action = "imported" if row is None else "replaced"
+    return ImportResult(run.run_id, run.machine, fp.series_id, len(run.records), action)
+
+
+def import_runs(
+    db_path: str | Path, runs: Iterable[RunData], merged_run_id: str | None = None
+) -> list[ImportResult]:
+    """Store validated runs in one transaction (all or nothing); optionally record them as one merged run."""
+    runs = list(runs)
+    conn = connect(db_path)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            results = [_write_run(conn, run) for run in runs]
+            if merged_run_id is not None:
+                conn.execute("DELETE FROM merges WHERE merged_run_id = ?", (merged_run_id,))
+                conn.executemany(
+                    "INSERT INTO merges (merged_run_id, run_id, machine) VALUES (?, ?, ?)",
+                    [(merged_run_id, r.run_id, r.machine) for r in runs],
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.close()
+    for r in results:
+        log.info(
+            "%s: run %s from %s (%d cells, series %s)", r.action, r.run_id, r.machine, r.cells, r.series_id
+        )
+    return results
+
+
+def import_run_dir(db_path: str | Path, run_dir: str | Path) -> list[ImportResult]:
+    """Validate and import one results directory. Raises ImportRefused, leaving the database unchanged."""
+    # Validation happens before the database is even opened: a refused directory never creates or touches it.
+    runs = load_run_dir(run_dir)
+    return import_runs(db_path, runs)
+
+
+__all__ = [
+    "DEFAULT_DB",
+    "HistoryError",
+    "ImportRefused",
+    "ImportResult",
+    "connect",
+    "default_db_path",
+    "import_run_dir",
+    "import_runs",
+    "memory_mb",
+    "open_readonly",
+]

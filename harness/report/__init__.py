@@ -1,0 +1,23 @@
+"""The report stage: records of one or more runs in, one self-contained HTML report (plus summaries) out.
+
+`render_report(result_dirs, out_root, history)` writes reports/<report_id>/index.html, summary.json and
+summary.md, and refreshes reports/latest/. The HTML has inline CSS and inline SVG plots only, so it reads from
+file:// offline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def render_report(
+    result_dirs: list[Path], out_root: Path = Path("reports"), history: dict | None = None
+) -> Path:
+    """Render the runs in `result_dirs` side by side and return the path of the written index.html."""
+    # Imported here so that `import harness.report` (e.g. by the pytest plugin) stays cheap.
+    from harness.report.render import render_report as _render
+
+    return _render(result_dirs, out_root, history)
+
+
+__all__ = ["render_report"]

@@ -1,0 +1,84 @@
+"""Display of record values: numbers rounded for reading, and "n/a" that always carries its reason.
+
+A value that was not measured is never shown as 0: it becomes "n/a" with a numbered note whose text is the
+record's own `null_reasons` entry (or the status that explains it).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+from harness.report.load import null_reason, number
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A value as displayed: `text`, or n/a with `note` (the number of its reason in the report's notes)."""
+
+    text: str
+    raw: float | None = None
+    note: int | None = None
+    reason: str | None = None
+
+    @property
+    def na(self) -> bool:
+        return self.note is not None
+
+
+class Notes:
+    """The report's numbered reasons for n/a values; each distinct reason is listed once."""
+
+    def __init__(self) -> None:
+        self._index: dict[str, int] = {}
+
+    def ref(self, reason: str) -> int:
+        if reason not in self._index:
+            self._index[reason] = len(self._index) + 1
+        return self._index[reason]
+
+    def na(self, reason: str) -> Shown:
+        return Shown("n/a", None, self.ref(reason), reason)
+
+    def items(self) -> list[tuple[int, str]]:
+        return [(n, reason) for reason, n in self._index.items()]
+
+
+def fmt_num(value: float, digits: int = 3) -> str:
+    """Round to `digits` significant figures without scientific notation for ordinary magnitudes."""
+    if value == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - mag)
+    if abs(value) >= 10 ** (digits + 3):
+        return f"{value:,.0f}"
+    return f"{value:.{decimals}f}"
+
+
+def fmt_bytes(n: float) -> str:
+    """A byte count in B, KB, MB or GB (binary multiples)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{fmt_num(n)} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{fmt_num(n)} GB"
+
+
+def field(rec: dict, path: str, notes: Notes, digits: int = 3, suffix: str = "") -> Shown:
+    """A numeric record field for display, or n/a with the record's reason."""
+    value = number(rec, path)
+    if value is None:
+        return notes.na(null_reason(rec, path))
+    return Shown(fmt_num(value, digits) + suffix, value)
+
+
+def derived(
+    value: float | None, reason: str | None, notes: Notes, digits: int = 3, suffix: str = ""
+) -> Shown:
+    """A value computed from record values (a ratio), or n/a with why it could not be computed."""
+    if value is None:
+        return notes.na(reason or "not computable from the records")
+    return Shown(fmt_num(value, digits) + suffix, value)

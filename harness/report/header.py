@@ -1,0 +1,100 @@
+"""The report header: which runs, when, from which commit, on which machine, with which weights."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+
+from harness.report.index import RunIndex
+from harness.report.load import UNKNOWN
+from harness.report.matrix import machine_label
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunHeader:
+    """What the header shows about one run: when, which commit, which machine, which weights."""
+
+    number: int
+    run_id: str
+    path: str
+    started_at: str
+    git_commit: str
+    machine: str
+    host: list[tuple[str, str]]
+    gpus: list[str]
+    cuda: str
+    libraries: list[tuple[str, str]]
+    weights_note: str
+    weights: list[str] = field(default_factory=list)
+    random_init: bool = False
+
+
+def _gpu_line(g: dict) -> str:
+    parts = [str(g.get("name") or UNKNOWN)]
+    if g.get("compute_capability"):
+        parts.append(f"compute capability {g['compute_capability']}")
+    parts.append(f"driver {g.get('driver') or UNKNOWN}")
+    if g.get("memory_total_mb"):
+        parts.append(f"{g['memory_total_mb']} MB")
+    return ", ".join(map(str, parts))
+
+
+def run_header(idx: RunIndex, indexes: list[RunIndex]) -> RunHeader:
+    """The header of one run, from its env.json (missing keys shown as unknown) and its records."""
+    run = idx.run
+    cores = f"{run.env_value('host', 'cpu_cores_logical')} logical / {run.env_value('host', 'cpu_cores_physical')} physical"
+    host = [
+        ("hostname", str(run.env_value("host", "hostname"))),
+        ("OS", str(run.env_value("host", "os"))),
+        ("Python", str(run.env_value("host", "python"))),
+        ("CPU", str(run.env_value("host", "cpu_model"))),
+        ("CPU cores", cores),
+        ("RAM", f"{run.env_value('host', 'ram_gb')} GB"),
+    ]
+    cuda = run.env.get("cuda")
+    if isinstance(cuda, dict) and cuda:
+        cuda_s = ", ".join(f"{k} {v}" for k, v in cuda.items() if v is not None) or UNKNOWN
+    else:
+        cuda_s = "none (no CUDA on this machine)" if not run.gpus else UNKNOWN
+    libs = run.env.get("libraries") if isinstance(run.env.get("libraries"), dict) else {}
+    # Skipped cells never load a model and record "unknown"; list what the cells that ran used.
+    weights = sorted(
+        {str(r.get("weights")) for r in run.records if r.get("weights") not in (None, "", "unknown")}
+    )
+    return RunHeader(
+        number=idx.position + 1,
+        run_id=run.run_id,
+        path=str(run.path) + (f" (merged run {run.dir_run_id})" if run.machine_key else ""),
+        started_at=str(run.env_value("started_at", default="") or _first_started(run.records)),
+        git_commit=str(run.env_value("git_commit")),
+        machine=machine_label(idx, indexes),
+        host=host,
+        gpus=[_gpu_line(g) for g in run.gpus] or ["none"],
+        cuda=cuda_s,
+        libraries=[(str(k), "not installed" if v is None else str(v)) for k, v in sorted(libs.items())],
+        weights_note=str(run.env_value("weights_note", default="")),
+        weights=weights or ["unknown (no record names its weights)"],
+        random_init=any(w.startswith("random-init") for w in weights),
+    )
+
+
+def _first_started(records: list[dict]) -> str:
+    times = sorted(str(r["started_at"]) for r in records if r.get("started_at"))
+    return times[0] if times else UNKNOWN
+
+
+def report_id(indexes: list[RunIndex]) -> str:
+    """The report's directory name: the run id, or the run ids joined when several runs render together."""
+    ids = list(dict.fromkeys(idx.run.dir_run_id or idx.run.run_id for idx in indexes))
+    rid = ids[0] if len(ids) == 1 else "+".join(ids)
+    rid = re.sub(r"[^A-Za-z0-9._+-]", "_", rid).strip(".") or "report"
+    if rid == "latest":  # reports/latest/ is the copy of the newest report
+        rid = "run-latest"
+    if len(rid) > 100:
+        import hashlib
+
+        rid = f"{rid[:60]}+{len(ids) - 1}-more-{hashlib.sha1(rid.encode()).hexdigest()[:8]}"
+    return rid

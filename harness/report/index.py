@@ -1,0 +1,136 @@
+"""Indexing the records of several runs: which records are cells, which are remedy attempts, and lookups.
+
+A remedy record (`remedy_of` names a failing cell of the same run) is attached to that cell rather than shown as
+a cell of its own, except the sweep shapes run on a remedied dynamic artifact, which are cells of the dynamic
+matrix. When a cell id appears twice in one run (a re-run appended to the file), the last record wins.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from harness.axes import SIZES, TASKS
+from harness.report.load import Run, number
+
+log = logging.getLogger(__name__)
+
+BACKEND_ORDER = (
+    "torch-eager",
+    "torch-compile",
+    "onnxruntime",
+    "openvino",
+    "executorch-xnnpack",
+    "aoti",
+    "tensorrt",
+    "onnxruntime-trt",
+    "executorch-cuda",
+    "executorch-vulkan",
+    "executorch-coreml",
+    "executorch-mps",
+    "executorch-qnn",
+    "executorch-arm",
+)
+# Targets with no runtime on a Linux benchmark machine: their cells end at `exported`.
+EXPORT_ONLY_BACKENDS = (
+    "executorch-vulkan",
+    "executorch-coreml",
+    "executorch-mps",
+    "executorch-qnn",
+    "executorch-arm",
+)
+DEVICE_ORDER = ("cpu", "cuda", "gpu")
+REFERENCE_BACKEND = "torch-eager"
+
+
+def order_key(value: object, known: tuple[str, ...]) -> tuple[int, str]:
+    """Known names in their listed order, then unknown ones alphabetically (None last)."""
+    text = "" if value is None else str(value)
+    return (known.index(text), "") if text in known else (len(known), text or "~")
+
+
+def row_key(rec: dict) -> tuple:
+    """The matrix row of a record: size and task, then head, batch and requested precision."""
+    return (
+        rec.get("size"),
+        rec.get("task"),
+        rec.get("head"),
+        rec.get("batch"),
+        rec.get("precision_requested"),
+    )
+
+
+def row_sort(key: tuple) -> tuple:
+    """Sort key of a row: sizes n..x, tasks in their axis order, then head, batch and precision."""
+    size, task, head, batch, prec = key
+    return (
+        order_key(size, SIZES),
+        order_key(task, TASKS),
+        str(head),
+        batch if isinstance(batch, int) else 0,
+        str(prec),
+    )
+
+
+def is_sweep_of(rec: dict, target: dict) -> bool:
+    """A shape of the sweep run on a remedied dynamic artifact (its `remedy_of` is the dynamic probe): it is a
+    cell of the dynamic matrix in its own right, not an attempt at the probe."""
+    return bool(
+        rec.get("dynamic") and rec.get("height") and target.get("dynamic") and not target.get("height")
+    )
+
+
+def workload_key(rec: dict) -> tuple:
+    """Everything but backend and device: records with equal keys ran the same computation."""
+    return (*row_key(rec), bool(rec.get("dynamic")), rec.get("height"), rec.get("width"))
+
+
+@dataclass
+class RunIndex:
+    """The cells of one run (remedy records attached to the cell they remedy)."""
+
+    run: Run
+    position: int  # among the rendered runs, 0-based
+    cells: list[dict] = field(default_factory=list)
+    remedies: dict[str, list[dict]] = field(default_factory=dict)
+    by_id: dict[str, dict] = field(default_factory=dict)
+    _eager: dict[tuple, dict] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, run: Run, position: int) -> RunIndex:
+        idx = cls(run=run, position=position)
+        latest: dict[str, dict] = {}
+        for rec in run.records:
+            cid = str(rec.get("cell_id") or "")
+            if cid in latest:
+                log.info("%s: cell %s recorded more than once; the last record is shown", run.run_id, cid)
+            latest[cid] = rec
+        for cid, rec in latest.items():
+            target = rec.get("remedy_of")
+            if target and target in latest and target != cid and not is_sweep_of(rec, latest[target]):
+                idx.remedies.setdefault(str(target), []).append(rec)
+            else:
+                idx.cells.append(rec)
+                idx.by_id[cid] = rec
+        for rec in idx.cells:
+            if rec.get("backend") == REFERENCE_BACKEND and rec.get("status") == "ok":
+                idx._eager[(rec.get("device"), *workload_key(rec))] = rec
+        return idx
+
+    def eager_for(self, rec: dict) -> dict | None:
+        """The torch-eager record of the same workload on the same device, when it ran ok."""
+        return self._eager.get((rec.get("device"), *workload_key(rec)))
+
+    def working_remedy(self, rec: dict) -> dict | None:
+        """The fastest remedy attempt of this cell that ran ok, if any."""
+        ok = [r for r in self.remedies.get(str(rec.get("cell_id")), []) if r.get("status") == "ok"]
+        return min(ok, key=lambda r: number(r, "latency_ms.p50") or float("inf")) if ok else None
+
+    def all_records(self) -> list[dict]:
+        """Cells and remedy attempts together."""
+        return self.cells + [r for rs in self.remedies.values() for r in rs]
+
+
+def index_runs(runs: list[Run]) -> list[RunIndex]:
+    """Index each run; a run's position is its column group's number."""
+    return [RunIndex.build(run, n) for n, run in enumerate(runs)]

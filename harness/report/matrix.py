@@ -1,0 +1,222 @@
+"""The compatibility matrix: one table per input shape (and one for the dynamic probe).
+
+Rows are size and task (with head, batch and requested precision); columns are backends grouped by device,
+grouped by machine (one group per rendered run). Each cell shows a status badge and what explains it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.report.fmt import fmt_bytes, fmt_num
+from harness.report.index import BACKEND_ORDER, DEVICE_ORDER, RunIndex, order_key, row_key, row_sort
+from harness.report.load import dig, is_failed, null_reason, number, run_shape, shape_label
+
+log = logging.getLogger(__name__)
+
+LogHref = Callable[[RunIndex, dict], "str | None"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One matrix column: a backend on a device in one run."""
+
+    run_pos: int
+    device: str
+    backend: str
+
+
+@dataclass(frozen=True)
+class HeaderSpan:
+    """A header cell spanning `span` columns (machine or device group); `key` tells groups apart."""
+
+    label: str
+    span: int
+    key: str = ""
+
+
+@dataclass
+class CellView:
+    """One record as shown in a matrix cell."""
+
+    cell_id: str
+    status: str
+    badge: str
+    css: str
+    lines: list[str] = field(default_factory=list)
+    title: str = ""
+    log_href: str | None = None
+    anchor: str | None = None
+    shape: str = ""
+
+
+@dataclass
+class MatrixView:
+    """One matrix: its shape label, the grouped column headers, and rows of cells (a list of records each)."""
+
+    shape: str
+    machines: list[HeaderSpan]
+    devices: list[HeaderSpan]
+    columns: list[Column]
+    rows: list[tuple[str, list[list[CellView]]]]
+
+
+def anchor_for(run_pos: int, cell_id: str) -> str:
+    """The id of a cell's entry in the failures section."""
+    return f"f{run_pos}-" + re.sub(r"[^A-Za-z0-9._-]", "_", cell_id)
+
+
+def short(text: object, limit: int) -> str:
+    """Text on one line, cut to `limit` characters."""
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def row_label(key: tuple) -> str:
+    """`yolo26n detect · e2e · b1 · fp32` for a row key."""
+    size, task, head, batch, prec = key
+    return f"yolo26{size} {task} · {head} · b{batch} · {prec}"
+
+
+def remedy_line(idx: RunIndex, rec: dict) -> str | None:
+    """`works via backbone-only (p50 2.1 ms, -0.4 ms vs torch-eager)`, or why the remedies did not work."""
+    attempts = idx.remedies.get(str(rec.get("cell_id")), [])
+    if not attempts:
+        return None
+    good = idx.working_remedy(rec)
+    if good is None:
+        names = ", ".join(sorted({str(r.get("remedy") or "unnamed remedy") for r in attempts}))
+        classes = ", ".join(sorted({str(dig(r, "failure.class") or r.get("status")) for r in attempts}))
+        return f"remedy tried, did not work: {names} ({classes})"
+    p50 = number(good, "latency_ms.p50")
+    parts = []
+    if p50 is not None:
+        parts.append(f"p50 {fmt_num(p50)} ms")
+        eager = idx.eager_for(rec)
+        eager_p50 = number(eager, "latency_ms.p50") if eager else None
+        if eager_p50 is not None:
+            delta = p50 - eager_p50
+            parts.append(f"{'+' if delta >= 0 else '−'}{fmt_num(abs(delta))} ms vs torch-eager")
+    detail = f" ({', '.join(parts)})" if parts else ""
+    return f"works via {good.get('remedy') or 'unnamed remedy'}{detail}"
+
+
+def describe(idx: RunIndex, rec: dict, href: LogHref) -> CellView:
+    """The matrix view of one record."""
+    status = str(rec.get("status") or "unknown")
+    cid = str(rec.get("cell_id") or "")
+    view = CellView(
+        cell_id=cid, status=status, badge=status, css=status, log_href=href(idx, rec), shape=run_shape(rec)
+    )
+    if status == "ok":
+        p50 = number(rec, "latency_ms.p50")
+        view.lines.append(
+            f"p50 {fmt_num(p50)} ms"
+            if p50 is not None
+            else f"p50 n/a: {short(null_reason(rec, 'latency_ms.p50'), 70)}"
+        )
+        executed, requested = rec.get("precision_executed"), rec.get("precision_requested")
+        if executed and executed != requested:
+            view.lines.append(f"ran {executed}")
+        fallback = number(rec, "ops.fallback")
+        if fallback:
+            view.lines.append(f"{int(fallback)} ops fell back")
+        if rec.get("remedy"):
+            view.lines.append(f"remedy: {rec['remedy']}")
+    elif status == "exported":
+        delegated, fallback = number(rec, "ops.delegated"), number(rec, "ops.fallback")
+        if delegated is not None and fallback is not None:
+            view.lines.append(f"delegated {int(delegated)}/{int(delegated + fallback)} ops")
+        size = number(rec, "artifact_bytes")
+        if size is not None:
+            view.lines.append(fmt_bytes(size))
+        view.title = "export-only target: the artifact exists, no runtime for it here"
+    elif status == "skipped":
+        view.lines.append(short(rec.get("reason") or "no reason recorded", 70))
+        view.title = str(rec.get("reason") or "")
+    elif is_failed(rec):
+        view.css = "failed"
+        view.anchor = anchor_for(idx.position, cid)
+        cls = dig(rec, "failure.class") or "unknown"
+        view.lines.append(str(cls))
+        ops = dig(rec, "failure.ops")
+        guards = dig(rec, "failure.guards")
+        if isinstance(ops, list) and ops:
+            view.lines.append(
+                "ops: " + short(", ".join(map(str, ops[:3])), 90) + (" …" if len(ops) > 3 else "")
+            )
+        if isinstance(guards, list) and guards:
+            view.lines.append("guard: " + short(guards[0], 90))
+        fix = dig(rec, "failure.suggested_fix")
+        if fix:
+            view.lines.append("suggested: " + short(fix, 60))
+        remedy = remedy_line(idx, rec)
+        if remedy:
+            view.lines.append(remedy)
+            if remedy.startswith("works via"):
+                view.css, view.badge = "remedied", f"{status} → remedied"
+        view.title = short(dig(rec, "failure.message") or rec.get("reason") or "", 400)
+    return view
+
+
+def _shape_sort(label: str) -> tuple:
+    if label == "dynamic":
+        return (1, 0, label)
+    m = re.fullmatch(r"(\d+)x(\d+)", label)
+    return (0, int(m.group(1)) * int(m.group(2)), label) if m else (0, 0, label)
+
+
+def _entry_sort(rec: dict) -> tuple:
+    h, w = rec.get("height") or 0, rec.get("width") or 0
+    return (h * w, str(rec.get("cell_id")))
+
+
+def machine_label(idx: RunIndex, all_idx: list[RunIndex]) -> str:
+    """The machine name, with the run id when two rendered runs share a machine."""
+    label = idx.run.machine
+    if sum(1 for o in all_idx if o.run.machine == label) > 1:
+        label = f"{label} · {idx.run.run_id}"
+    return label
+
+
+def build_matrices(indexes: list[RunIndex], href: LogHref) -> list[MatrixView]:
+    """One matrix per shape label, static shapes by pixel count, then the dynamic probe."""
+    by_shape: dict[str, dict[tuple, dict[Column, list[CellView]]]] = {}
+    recs_by_cell: dict[tuple, list[dict]] = {}
+    for idx in indexes:
+        for rec in idx.cells:
+            col = Column(
+                idx.position, str(rec.get("device") or "unknown"), str(rec.get("backend") or "unknown")
+            )
+            recs_by_cell.setdefault((shape_label(rec), row_key(rec), col), []).append(rec)
+    for (shape, rkey, col), recs in recs_by_cell.items():
+        idx = indexes[col.run_pos]
+        views = [describe(idx, r, href) for r in sorted(recs, key=_entry_sort)]
+        by_shape.setdefault(shape, {}).setdefault(rkey, {})[col] = views
+
+    out = []
+    for shape in sorted(by_shape, key=_shape_sort):
+        rows = by_shape[shape]
+        cols = sorted(
+            {c for cells in rows.values() for c in cells},
+            key=lambda c: (c.run_pos, order_key(c.device, DEVICE_ORDER), order_key(c.backend, BACKEND_ORDER)),
+        )
+        machines: list[HeaderSpan] = []
+        devices: list[HeaderSpan] = []
+        for c in cols:
+            mlabel = machine_label(indexes[c.run_pos], indexes)
+            if machines and machines[-1].key == str(c.run_pos):
+                machines[-1] = HeaderSpan(mlabel, machines[-1].span + 1, str(c.run_pos))
+            else:
+                machines.append(HeaderSpan(mlabel, 1, str(c.run_pos)))
+            dkey = f"{c.run_pos}/{c.device}"
+            if devices and devices[-1].key == dkey:
+                devices[-1] = HeaderSpan(c.device, devices[-1].span + 1, dkey)
+            else:
+                devices.append(HeaderSpan(c.device, 1, dkey))
+        body = [(row_label(k), [rows[k].get(c, []) for c in cols]) for k in sorted(rows, key=row_sort)]
+        out.append(MatrixView(shape=shape, machines=machines, devices=devices, columns=cols, rows=body))
+    return out

@@ -1,0 +1,123 @@
+"""Rendering: records in, reports/<report_id>/{index.html, summary.json, summary.md} out, and reports/latest/.
+
+Rendering is a pure function of the records (and the optional history dict): it reads files and never measures.
+Every string from a record or log reaches the page through Jinja's autoescape.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from harness.report.claims import evaluate
+from harness.report.fmt import Notes
+from harness.report.header import report_id, run_header
+from harness.report.index import RunIndex, index_runs
+from harness.report.load import load_runs
+from harness.report.matrix import build_matrices
+from harness.report.plots import all_plots
+from harness.report.recommend import recommendations
+from harness.report.summary import summary_json, summary_md
+from harness.report.tables import failures, has_compile_times, measured_rows, verdicts
+from harness.report.trends import regressions, trend_svgs
+
+log = logging.getLogger(__name__)
+
+TEMPLATES = Path(__file__).with_name("templates")
+OUTPUT_FILES = ("index.html", "summary.json", "summary.md")
+
+
+def _environment() -> Environment:
+    return Environment(
+        loader=FileSystemLoader(str(TEMPLATES)),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+class LogLinks:
+    """Relative links from the report directory to each record's log (reports/latest/ has the same depth)."""
+
+    def __init__(self, report_dir: Path) -> None:
+        self.report_dir = report_dir.resolve()
+
+    def __call__(self, idx: RunIndex, rec: dict) -> str | None:
+        rel = rec.get("log")
+        if not rel:
+            return None
+        # A merged results dir keeps each record's log path relative to the machine's source run dir.
+        for root in idx.run.log_roots or (idx.run.path,):
+            target = (root / str(rel)).resolve()
+            if target.is_file():
+                return Path(os.path.relpath(target, self.report_dir)).as_posix()
+        return None
+
+
+def build_content(indexes: list[RunIndex], report_dir: Path, history: dict | None = None) -> dict[str, Any]:
+    """Everything the templates show, computed from the records."""
+    notes = Notes()
+    href = LogLinks(report_dir)
+    trends = trend_svgs(history)
+    with_compile = has_compile_times(indexes)
+    return {
+        "report_id": report_id(indexes),
+        "headers": [run_header(idx, indexes) for idx in indexes],
+        "verdicts": verdicts(indexes),
+        "matrices": build_matrices(indexes, href),
+        "rows": measured_rows(indexes, notes, href, trends, with_compile),
+        "has_compile": with_compile,
+        "has_trends": bool(trends),
+        "plots": all_plots(indexes),
+        "recommendations": recommendations(indexes),
+        "claims": evaluate(indexes),
+        "regressions": regressions(history),
+        "failures": failures(indexes, href),
+        "notes": notes,
+    }
+
+
+def render_html(content: dict[str, Any]) -> str:
+    """The HTML page for the content built by `build_content`."""
+    return _environment().get_template("report.html.j2").render(**content)
+
+
+def render_report(
+    result_dirs: list[Path], out_root: Path = Path("reports"), history: dict | None = None
+) -> Path:
+    """Render the runs in `result_dirs` side by side; returns the written index.html.
+
+    Writes <out_root>/<report_id>/ (index.html, summary.json, summary.md) and refreshes <out_root>/latest/.
+    """
+    runs = load_runs([Path(d) for d in result_dirs])
+    if not runs:
+        raise ValueError("no runs to report on")
+    indexes = index_runs(runs)
+    out_root = Path(out_root)
+    report_dir = out_root / report_id(indexes)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    content = build_content(indexes, report_dir, history)
+    (report_dir / "index.html").write_text(render_html(content), encoding="utf-8")
+    (report_dir / "summary.json").write_text(summary_json(content, indexes), encoding="utf-8")
+    (report_dir / "summary.md").write_text(summary_md(content), encoding="utf-8")
+    _refresh_latest(report_dir, out_root / "latest")
+    log.info("report written to %s", report_dir / "index.html")
+    return report_dir / "index.html"
+
+
+def _refresh_latest(report_dir: Path, latest: Path) -> None:
+    """Copy (not link: CI artifact uploads drop symlinks) the newest report's files into latest/."""
+    if latest.is_symlink() or latest.is_file():
+        latest.unlink()
+    latest.mkdir(parents=True, exist_ok=True)
+    for name in OUTPUT_FILES:
+        tmp = latest / f".{name}.tmp"
+        shutil.copyfile(report_dir / name, tmp)
+        os.replace(tmp, latest / name)
+    (latest / "REPORT_ID").write_text(report_dir.name + "\n", encoding="utf-8")

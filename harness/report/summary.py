@@ -1,0 +1,121 @@
+"""summary.json (machine-readable) and summary.md (for CI job summaries) from the same report content."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from harness.report.index import RunIndex
+from harness.report.load import dig, number
+
+log = logging.getLogger(__name__)
+
+SUMMARY_SCHEMA = 1
+
+
+def summary_json(content: dict[str, Any], indexes: list[RunIndex]) -> str:
+    """Counts, per-cell verdicts, recommendations, claims and regressions; numbers exactly as recorded."""
+    cells = []
+    for idx in indexes:
+        for rec in idx.all_records():
+            cells.append(
+                {
+                    "run_id": idx.run.run_id,
+                    "cell_id": rec.get("cell_id"),
+                    "backend": rec.get("backend"),
+                    "device": rec.get("device"),
+                    "status": rec.get("status"),
+                    "failure_class": dig(rec, "failure.class"),
+                    "remedy": rec.get("remedy"),
+                    "remedy_of": rec.get("remedy_of"),
+                    "remedy_works": idx.working_remedy(rec) is not None
+                    if rec.get("status") != "ok"
+                    else None,
+                    "p50_ms": number(rec, "latency_ms.p50"),
+                    "throughput_ips": number(rec, "throughput_ips"),
+                }
+            )
+    doc = {
+        "summary_schema": SUMMARY_SCHEMA,
+        "report_id": content["report_id"],
+        "runs": [
+            {
+                "run_id": h.run_id,
+                "path": h.path,
+                "started_at": h.started_at,
+                "git_commit": h.git_commit,
+                "machine": h.machine,
+                "weights": h.weights,
+                "random_init": h.random_init,
+            }
+            for h in content["headers"]
+        ],
+        "verdicts": {v.label: v.as_dict() for v in content["verdicts"]},
+        "recommendations": [r.as_dict() for r in content["recommendations"]],
+        "claims": [c.as_dict() for c in content["claims"]],
+        "regressions": [r.__dict__ for r in content["regressions"]]
+        if content["regressions"] is not None
+        else None,
+        "cells": cells,
+    }
+    return json.dumps(doc, indent=1, allow_nan=False, default=str) + "\n"
+
+
+def md(text: object) -> str:
+    """Escape text from records for markdown that GitHub renders (it also renders inline HTML)."""
+    s = " ".join(str(text).split())
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([\\`*_\[\]|#])", r"\\\1", s)
+
+
+def summary_md(content: dict[str, Any]) -> str:
+    """A short markdown summary for CI job summaries (record strings escaped for GitHub's renderer)."""
+    lines = [f"# yolo26-bench report {md(content['report_id'])}", ""]
+    for h in content["headers"]:
+        lines.append(
+            f"- run {md(h.run_id)} ({md(h.started_at)}, commit {md(h.git_commit)}) on {md(h.machine)}"
+        )
+        if h.random_init:
+            lines.append(
+                "  - **weights are random-init**: accuracy is meaningless; latency and compatibility hold"
+            )
+    lines += ["", "## Verdicts", "", "| machine | cells | ok | failed | skipped | exported-only | remedied |"]
+    lines.append("|---|---:|---:|---:|---:|---:|---:|")
+    for v in content["verdicts"]:
+        lines.append(
+            f"| {md(v.label)} | {v.total} | {v.ok} | {v.failed} | {v.skipped} | {v.exported} | {v.remedied} |"
+        )
+    classes = {k: n for v in content["verdicts"][-1:] for k, n in v.failed_by_class.items()}
+    if classes:
+        lines += ["", "Failures by class: " + ", ".join(f"{md(k)} {n}" for k, n in classes.items())]
+    lines += ["", "## Recommendations", ""]
+    for r in content["recommendations"]:
+        if r.winner is None:
+            lines.append(f"- **{md(r.title)}**: {md(r.none_reason)}")
+            continue
+        w, u = r.winner, r.runner_up
+        text = f"- **{md(r.title)}**: {md(w.backend)}/{md(w.device)} on {md(w.machine)} ({md(w.numbers)})"
+        if u:
+            text += f"; runner-up {md(u.backend)}/{md(u.device)} on {md(u.machine)} ({md(u.numbers)})"
+        lines.append(text)
+    claims = content["claims"]
+    counts: dict[str, int] = {}
+    for c in claims:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    lines += ["", "## Claims check", "", ", ".join(f"{n} {v}" for v, n in sorted(counts.items())), ""]
+    lines += ["| claim | seed | verdict |", "|---|---|---|"]
+    lines += [
+        f"| {md(c.claim)} | {md(c.seed)} | {md(c.verdict)} |" for c in claims if c.verdict != "not measurable"
+    ]
+    regs = content["regressions"]
+    if regs:
+        lines += ["", "## Regressions", "", "| cell | machine | kind | baseline | current | change |"]
+        lines.append("|---|---|---|---|---|---|")
+        lines += [
+            f"| {md(r.cell_id)} | {md(r.machine or '-')} | {md(r.kind)} | {md(r.baseline)} | {md(r.current)} "
+            f"| {md(r.change_pct)} |"
+            for r in regs
+        ]
+    return "\n".join(lines) + "\n"

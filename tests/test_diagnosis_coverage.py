@@ -1,0 +1,89 @@
+"""Operator coverage of real yolo26n exports (320x320) under ONNX Runtime and OpenVINO."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.backends.base import ExportRequest
+from harness.diagnosis.coverage import onnxruntime_coverage, openvino_coverage
+
+pytestmark = [pytest.mark.slow, pytest.mark.export]
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """One ONNX and one OpenVINO export of yolo26n (end-to-end head) at 320, shared by this module's tests."""
+    from harness.backends.ultralytics_export import export_with_ultralytics
+    from harness.models import ModelSource, materialize
+
+    root = tmp_path_factory.mktemp("coverage")
+    mat = materialize(ModelSource("n", "detect"), root / "cache")
+    out = {}
+    for fmt in ("onnx", "openvino"):
+        req = ExportRequest(
+            backend=fmt,
+            device="cpu",
+            checkpoint=str(mat.checkpoint),
+            size="n",
+            task="detect",
+            head="e2e",
+            height=320,
+            width=320,
+            dynamic=False,
+            batch=1,
+            precision="fp32",
+            out_dir=str(root / fmt),
+        )
+        out[fmt] = export_with_ultralytics(req, fmt)
+    return out
+
+
+def test_onnxruntime_cpu_places_every_node_on_cpu(exports):
+    import onnx
+
+    nodes = len(onnx.load(str(exports["onnx"])).graph.node)
+    as_written = onnxruntime_coverage(exports["onnx"], ["CPUExecutionProvider"], optimize=False)
+    assert as_written["delegated"] == nodes  # every node of the file, as ORT partitioned it
+    assert (as_written["fallback"], as_written["fallback_ops"]) == (0, [])
+    cov = onnxruntime_coverage(exports["onnx"], ["CPUExecutionProvider"])
+    assert cov["providers"] == ["CPUExecutionProvider"]
+    assert 0 < cov["delegated"] <= nodes  # after ORT's fusions
+    assert cov["fallback"] == 0
+    placed = cov["by_provider"]["CPUExecutionProvider"]
+    assert placed["nodes"] == cov["delegated"]
+    assert {"Conv", "TopK"} <= set(placed["op_types"])
+
+
+def test_onnxruntime_missing_provider_falls_back_entirely(exports):
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has the CUDA provider")
+    cov = onnxruntime_coverage(exports["onnx"], ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert cov["unavailable"] == ["CUDAExecutionProvider"]
+    assert cov["delegated"] == 0
+    assert cov["fallback"] == cov["by_provider"]["CPUExecutionProvider"]["nodes"] > 0
+    assert {"Conv", "TopK"} <= set(cov["fallback_ops"])
+
+
+def test_openvino_cpu_supports_every_operator(exports):
+    cov = openvino_coverage(exports["openvino"], "CPU")
+    assert cov["delegated"] > 0
+    assert (cov["fallback"], cov["fallback_ops"]) == (0, [])
+    assert sum(cov["op_types"].values()) == cov["delegated"] + cov["fallback"]
+    assert {"Convolution", "TopK"} <= set(cov["op_types"])
+    assert not {"Parameter", "Result", "Constant"} & set(cov["op_types"])
+
+
+def test_openvino_coverage_accepts_the_xml_file(exports):
+    xml = next(exports["openvino"].glob("*.xml"))
+    assert openvino_coverage(xml)["delegated"] == openvino_coverage(exports["openvino"])["delegated"]
+
+
+def test_openvino_absent_device_raises(exports):
+    import openvino as ov
+
+    if "GPU" in ov.Core().available_devices:
+        pytest.skip("this host has an OpenVINO GPU device")
+    with pytest.raises(RuntimeError, match=r"(?i)gpu"):
+        openvino_coverage(exports["openvino"], "GPU")

@@ -1,0 +1,340 @@
+"""GPU backends on a CPU machine: every GPU cell is a skip with a specific reason; the CPU halves of torch-compile and
+AOTInductor run for real on yolo26n at 320 through the core; the GPU-independent parts (engine header, I/O binding,
+backbone-only split, timing interfaces) run for real here.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from harness import backends
+from harness.axes import Shape
+from harness.cell import Cell
+from harness.runner import CellRunner, RunConfig
+
+S320 = Shape(320, 320)
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+cpu_machine = pytest.mark.skipif(
+    _cuda_available(), reason="asserts this CPU machine's reasons; a GPU is visible"
+)
+
+# (backend, device) -> a phrase the reason must contain: each names what is missing, not just "unavailable"
+GPU_REASONS = {
+    ("torch-eager", "cuda"): "no CUDA device visible to torch",
+    ("torch-compile", "cuda"): "no CUDA device visible to torch",
+    ("torch-compile-max-autotune", "cuda"): "no CUDA device visible to torch",
+    ("aoti", "cuda"): "no CUDA device visible to torch",
+    ("executorch-cuda", "cuda"): "compiles kernels for a CUDA device",
+    ("tensorrt", "cuda"): "tensorrt is not importable",
+    ("onnxruntime", "cuda"): "has no CUDAExecutionProvider",
+    ("onnxruntime-trt", "cuda"): "has no TensorrtExecutionProvider",
+    ("openvino", "gpu"): "OpenVINO sees no GPU device",
+}
+
+
+@cpu_machine
+def test_every_gpu_cell_probe_gives_a_specific_reason():
+    gpu_pairs = {(n, d) for n in backends.names() for d in backends.get(n).devices if d in ("cuda", "gpu")}
+    assert gpu_pairs == set(GPU_REASONS), "a GPU backend without an expected reason here"
+    for (name, device), phrase in GPU_REASONS.items():
+        reason = backends.get(name).probe(device)
+        assert reason and phrase in reason, f"{name} {device}: {reason!r}"
+
+
+@cpu_machine
+def test_a_gpu_cell_through_the_runner_is_a_skip_with_its_reason(tmp_path, cache_dir):
+    r = CellRunner(
+        RunConfig(run_id="gpu-skip", results_dir=tmp_path, cache_dir=cache_dir), progress=lambda m: None
+    )
+    rec = r.run_cell(Cell("n", "detect", "e2e", "tensorrt", "cuda", S320))
+    assert rec["status"] == "skipped" and "tensorrt is not importable" in rec["reason"]
+    rec = r.run_cell(Cell("n", "detect", "e2e", "executorch-cuda", "cuda", S320))
+    assert rec["status"] == "skipped" and "sees none" in rec["reason"]
+
+
+@cpu_machine
+def test_gpu_check_script_exits_3_with_the_reason_here(tmp_path, capsys, monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    gpu_check = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gpu_check", gpu_check)  # dataclasses look their module up
+    spec.loader.exec_module(gpu_check)
+    assert gpu_check.main(["--out", str(tmp_path)]) == 3
+    out = capsys.readouterr().out
+    assert "gpu_check: cannot run: no CUDA device visible to torch" in out
+
+
+def test_backend_precision_and_device_axes():
+    assert backends.get("torch-compile").precisions == {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
+    assert backends.get("torch-compile-max-autotune").devices == ("cuda",)
+    assert backends.get("torch-compile").exports is False
+    assert backends.get("aoti").devices == ("cpu", "cuda") and backends.get("aoti").exports
+    assert backends.get("tensorrt").precisions["cuda"] == ("fp32", "fp16", "int8")
+    c = Cell("n", "detect", "e2e", "executorch-cuda", "cuda", S320, precision="fp16")
+    assert "runs fp32, not fp16" in backends.get("executorch-cuda").unsupported(c)
+
+
+def test_tensorrt_int8_without_local_calibration_images_is_unsupported_with_that_reason(
+    monkeypatch, tmp_path
+):
+    from harness.backends import tensorrt as trt_backend
+
+    cell = Cell("n", "detect", "e2e", "tensorrt", "cuda", S320, precision="int8")
+    monkeypatch.setenv(trt_backend.INT8_DATA_ENV, str(tmp_path / "missing.yaml"))
+    assert "is not a file" in backends.get("tensorrt").unsupported(cell)
+    monkeypatch.delenv(trt_backend.INT8_DATA_ENV)
+    from ultralytics.utils import SETTINGS
+
+    monkeypatch.setitem(SETTINGS, "datasets_dir", str(tmp_path))
+    assert "int8 needs calibration images" in backends.get("tensorrt").unsupported(cell)
+    (tmp_path / "coco8" / "images" / "val").mkdir(parents=True)
+    (tmp_path / "coco8" / "images" / "val" / "a.jpg").write_bytes(b"\xff\xd8")
+    assert trt_backend.int8_calibration_data() == ("coco8.yaml", None)
+
+
+def test_ultralytics_engine_header_is_parsed(tmp_path):
+    from harness.backends.tensorrt import read_engine_file
+
+    meta = {"args": {"quantize": 16, "dynamic": False}, "imgsz": [320, 320]}
+    blob = b"\x00ENGINE" * 10
+    text = __import__("json").dumps(meta).encode()
+    f = tmp_path / "m.engine"
+    f.write_bytes(struct.pack("<i", len(text)) + text + blob)
+    assert read_engine_file(f) == (meta, blob)
+    f.write_bytes(blob)  # no header: the whole file is the engine
+    assert read_engine_file(f) == ({}, blob)
+
+
+def test_executorch_cuda_decides_export_only_at_probe_time(monkeypatch):
+    """Stubs only what a CPU machine cannot have (a CUDA device, triton); the runtime registry is the real one."""
+    import torch
+
+    from harness.backends.executorch_cuda import runtime_backends
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    stub = types.ModuleType("executorch.backends.cuda.cuda_partitioner")
+    stub.CudaPartitioner = object
+    monkeypatch.setitem(sys.modules, "executorch.backends.cuda.cuda_partitioner", stub)
+    b = backends.get("executorch-cuda")
+    assert b.probe("cuda") is None
+    assert "CudaBackend" not in runtime_backends()  # the PyPI wheel's runtime
+    assert b.export_only is True
+    assert "no CudaBackend" in b.export_only_reason and "XnnpackBackend" in b.export_only_reason
+    assert type(b).export_only is False, "decided per instance, not for the class"
+
+
+# -- backbone-only (the seeds' hybrid), real model on the CPU ------------------------------------------------------
+@pytest.fixture(scope="module")
+def yolo26n_checkpoint(cache_dir):
+    from harness.models import ModelSource, materialize
+
+    return materialize(ModelSource("n", "detect"), cache_dir).checkpoint
+
+
+@pytest.mark.slow
+def test_backbone_only_plus_host_topk_equals_the_full_e2e_model(yolo26n_checkpoint):
+    import torch
+
+    from harness.backends.executorch_cuda import (
+        HostTopKRunner,
+        backbone_only,
+        host_postprocess,
+        postprocess_spec,
+    )
+    from harness.backends.torch_eager import TorchRunner, flatten_outputs
+    from harness.inputs import letterboxed
+    from harness.models import prepared_model
+
+    model = prepared_model(yolo26n_checkpoint, "e2e", (320, 320))
+    x = letterboxed(320, 320, 1)
+    full = flatten_outputs(model(torch.from_numpy(x.copy())))
+    bb = backbone_only(model)
+    raw = bb(torch.from_numpy(x.copy()))
+    raw = [raw] if isinstance(raw, torch.Tensor) else list(raw)
+    assert raw[0].shape == (1, 84, 2100)  # the raw head's layout: 4 box + 80 class channels x anchors at 320
+    out = flatten_outputs(host_postprocess(raw, postprocess_spec(model)))
+    assert [o.shape for o in out] == [f.shape for f in full] == [(1, 300, 6)]
+    np.testing.assert_array_equal(out[0], full[0])
+    assert flatten_outputs(model(torch.from_numpy(x.copy())))[0].shape == (1, 300, 6), (
+        "the model is left as it was"
+    )
+
+    # the hybrid runner: the timed call ends with the host top-k; its outputs are the raw ones the harness compares
+    runner = HostTopKRunner(
+        TorchRunner(bb, "cpu", torch.float32), postprocess_spec(model), device_outputs=False
+    )
+    assert runner.timing_scope == "model+host_topk"
+    result = runner.run(runner.prepare(x))
+    np.testing.assert_array_equal(runner.outputs(result)[0], raw[0].numpy())
+    np.testing.assert_array_equal(flatten_outputs(result[1])[0], full[0])
+    cuda_scope = HostTopKRunner(TorchRunner(bb, "cpu", torch.float32), {}, device_outputs=True).timing_scope
+    assert cuda_scope == "model+d2h+host_topk"
+
+
+@pytest.mark.slow
+def test_backbone_only_refuses_the_raw_head(yolo26n_checkpoint):
+    from harness.backends.executorch_cuda import backbone_only
+    from harness.models import prepared_model
+
+    with pytest.raises(ValueError, match="applies to head=e2e"):
+        backbone_only(prepared_model(yolo26n_checkpoint, "raw", (320, 320)))
+
+
+# -- ONNX Runtime I/O binding, on the CPU device (the same code path the CUDA EP takes) ---------------------------
+def test_io_binding_runner_pins_outputs_and_matches_session_run(tmp_path):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from harness.backends.onnxruntime_cuda import OrtIOBindingRunner
+
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["images", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["output0"]),
+            helper.make_node("Sigmoid", ["c"], ["output1"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [
+            helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4, 8, 8]),
+            helper.make_tensor_value_info("output1", TensorProto.FLOAT, [1, 4, 8, 8]),
+        ],
+        [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel())],
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(1).random((1, 3, 8, 8), dtype=np.float32)
+    ref = session.run(None, {"images": x})
+
+    r = OrtIOBindingRunner(session, "fp32", device_id=0, device_type="cpu")
+    assert r.timing_scope == "model"
+    prepared = r.prepare(x)
+    first = r.outputs(r.run(prepared))
+    pinned = [v.data_ptr() for v in prepared.get_outputs()]
+    r.run(prepared)
+    r.synchronize()
+    assert [v.data_ptr() for v in prepared.get_outputs()] == pinned, "later runs write into the same buffers"
+    for a, b in zip(first + r.outputs(prepared), ref + ref, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    r.close()
+
+
+# -- GPU timing interfaces (their CUDA halves await a GPU) ---------------------------------------------------------
+def test_round_times_is_a_timer_result_with_device_times_beside_it():
+    from harness.gputiming import RoundTimes
+    from harness.records import Latency
+
+    t = RoundTimes([2.0, 1.0, 3.0], [1.5, 0.8, 2.5], "scope")
+    assert t == [2.0, 1.0, 3.0] and t.host_ms == [2.0, 1.0, 3.0] and t.device_ms == [1.5, 0.8, 2.5]
+    assert Latency.from_samples(t, "model").p50 == 2.0
+    with pytest.raises(ValueError):
+        RoundTimes([1.0], [], "scope")
+
+
+def test_timed_call_runs_then_waits_and_the_event_timer_refuses_a_cpu_device():
+    from harness.gputiming import TimedCall, cuda_event_timer
+
+    seen = []
+    TimedCall(lambda: seen.append("run"), lambda: seen.append("wait"))()
+    assert seen == ["run", "wait"]
+    with pytest.raises(ValueError, match="CUDA events time CUDA devices"):
+        cuda_event_timer("cpu")(lambda: None, 3)
+
+
+def test_cudagraph_variant_is_a_cuda_only_backend_of_its_own():
+    from harness.backends.aoti import Aoti
+    from harness.backends.executorch_xnnpack import ExecuTorchXnnpack
+    from harness.gputiming import cudagraph_backend
+
+    v = cudagraph_backend(Aoti)
+    assert (
+        v.name == "aoti-cudagraph" and v.devices == ("cuda",) and v.precisions == {"cuda": ("fp32", "fp16")}
+    )
+    assert v.run_single_threaded is True and Aoti.run_single_threaded is False
+    with pytest.raises(ValueError, match="no cuda device"):
+        cudagraph_backend(ExecuTorchXnnpack)
+
+
+# -- real CPU runs through the core --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cpu_runner(tmp_path_factory, cache_dir) -> CellRunner:
+    out = tmp_path_factory.mktemp("gpu-backends-results")
+    return CellRunner(
+        RunConfig(run_id="gpu-backends", results_dir=out, cache_dir=cache_dir, min_time_s=0.2),
+        progress=lambda m: None,
+    )
+
+
+@pytest.fixture(scope="module")
+def torch_compile_cpu(cpu_runner):
+    """The module's one torch.compile (mode default): the record, and the runner `load` returned."""
+    from harness.backends.torch_compile import TorchCompile
+
+    loaded = []
+    original = TorchCompile.load
+
+    def spy(self, *args, **kwargs):
+        runner = original(self, *args, **kwargs)
+        loaded.append(runner)
+        return runner
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(TorchCompile, "load", spy)
+        rec = cpu_runner.run_cell(Cell("n", "detect", "e2e", "torch-compile", "cpu", S320))
+    return rec, loaded
+
+
+def _assert_ran_ok(rec):
+    assert rec["status"] == "ok", rec["reason"]
+    assert rec["parity"]["ok"] and rec["parity"]["rel_l2"] <= 1e-3, rec["parity"]
+    assert rec["latency_ms"]["p50"] > 0 and rec["latency_ms"]["rounds"] >= 5
+    assert rec["precision_executed"] == "fp32"
+    assert rec["latency_ms"]["timing_scope"] == "model"
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_torch_compile_cpu_runs_and_times_compilation_apart(torch_compile_cpu):
+    rec, loaded = torch_compile_cpu
+    _assert_ran_ok(rec)
+    assert len(loaded) == 1
+    compile_s = loaded[0].compile_s
+    assert 0 < compile_s <= rec["load_s"]
+    assert rec["first_run_ms"] < compile_s * 1000 / 10, "the first timed-region call must not be compiling"
+    if "compile_s" in rec:  # once the runner records it
+        assert rec["compile_s"] == pytest.approx(compile_s)
+    print(
+        f"\ntorch-compile cpu yolo26n 320: compile {compile_s:.1f} s, load {rec['load_s']:.1f} s, "
+        f"p50 {rec['latency_ms']['p50']:.2f} ms, rel_l2 {rec['parity']['rel_l2']:.2e}"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_aoti_cpu_exports_in_isolation_and_runs(cpu_runner):
+    rec = cpu_runner.run_cell(Cell("n", "detect", "e2e", "aoti", "cpu", S320))
+    _assert_ran_ok(rec)
+    assert rec["export_s"] > 0 and rec["cache_hit"] in (False, True)
+    assert rec["artifact"].endswith(".pt2") and rec["artifact_bytes"] > 1_000_000
+    print(
+        f"\naoti cpu yolo26n 320: export {rec['export_s']:.1f} s (cache hit {rec['cache_hit']}), "
+        f"load {rec['load_s']:.2f} s, p50 {rec['latency_ms']['p50']:.2f} ms, rel_l2 {rec['parity']['rel_l2']:.2e}"
+    )

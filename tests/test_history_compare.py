@@ -1,0 +1,235 @@
+"""Regression detection on synthetic histories with realistic noise (no models, no GPU)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from harness.history import query
+from harness.history.cli import main_compare
+from harness.history.compare import BaselineSpec, Thresholds, compare_run
+from harness.history.rundir import HistoryError
+from harness.history.store import connect, import_run_dir
+from harness.history.synthetic import Noise, cell, make_env, make_record, noisy_samples, write_run
+
+# name -> (cell, p50 ms, device memory MB)
+CELLS = {
+    "ort-n": (cell("onnxruntime", "n"), 2.1, 900.0),
+    "ort-s": (cell("onnxruntime", "s"), 3.4, 1100.0),
+    "trt-n": (cell("tensorrt", "n"), 1.2, 700.0),
+    "trt-s": (cell("tensorrt", "s"), 1.9, 800.0),
+    "trt-m": (cell("tensorrt", "m"), 3.8, 1200.0),
+    "torch-n": (cell("torch", "n"), 6.5, 1500.0),
+    "torch-s": (cell("torch", "s"), 7.9, 1700.0),
+    "ov-n-cpu": (cell("openvino", "n", device="cpu"), 17.0, None),
+}
+NOISE = Noise(run_sigma=0.01, round_sigma=0.03, outlier_rate=0.02)
+ROUNDS = 60
+
+
+def cid(name: str) -> str:
+    return CELLS[name][0].id
+
+
+def build_run(
+    root: Path, i: int, rng: random.Random, *, factor=None, status=None, mem=None, drop=(), add=(), env=None
+):
+    """Run number i of a nightly series; factor/status/mem override cells by name."""
+    factor, status, mem = factor or {}, status or {}, mem or {}
+    run_id = f"nightly-{i:03d}"
+    env = env or make_env(run_id, f"2026-11-{i:02d}T02:00:00+00:00")
+    env = dict(env, run_id=run_id, started_at=f"2026-11-{i:02d}T02:00:00+00:00")
+    records = []
+    for name in [n for n in CELLS if n not in drop] + list(add):
+        c, p50, dev_mem = CELLS[name]
+        drift = rng.lognormvariate(0.0, NOISE.run_sigma)
+        st = status.get(name, "ok")
+        samples = (
+            noisy_samples(rng, p50 * drift * factor.get(name, 1.0), ROUNDS, NOISE) if st == "ok" else None
+        )
+        m = mem.get(name, dev_mem)
+        records.append(make_record(run_id, c, status=st, samples_ms=samples, device_mem_mb=m))
+    return write_run(root, env, records)
+
+
+def history(tmp_path: Path, seed: int, runs: int = 5, **last) -> tuple[Path, str]:
+    """`runs` ordinary nightly runs, then one more with the overrides in `last`; all imported."""
+    rng = random.Random(seed)
+    db = tmp_path / "history.sqlite"
+    for i in range(1, runs + 1):
+        import_run_dir(db, build_run(tmp_path / "results", i, rng, drop=("torch-s",) if i == 1 else ()))
+    last_dir = build_run(tmp_path / "results", runs + 1, rng, **last)
+    import_run_dir(db, last_dir)
+    return db, last_dir.name
+
+
+def compare(db: Path, run_id: str, spec: str = "window:5", **th):
+    conn = connect(db)
+    try:
+        (ref,) = query.resolve_run(conn, run_id)
+        return compare_run(conn, ref, BaselineSpec.parse(spec), Thresholds(**th))
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_one_cell_slowed_by_15_percent_is_exactly_the_one_flagged(tmp_path, seed):
+    db, run_id = history(tmp_path, seed, factor={"trt-s": 1.15})
+    result = compare(db, run_id)
+    assert result.has_history
+    assert [(f.cell_id, f.kind) for f in result.regressions] == [(cid("trt-s"), "latency")]
+    (finding,) = result.regressions
+    assert 9 < finding.change_pct < 21
+    assert "Mann-Whitney" in finding.detail
+    assert result.improvements == []
+    assert result.compared == len(CELLS)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_unchanged_run_has_no_regression(tmp_path, seed):
+    db, run_id = history(tmp_path, seed)
+    result = compare(db, run_id)
+    assert result.regressions == [] and result.improvements == []
+    assert main_compare([run_id, "--db", str(db)]) == 0
+
+
+def test_ok_to_failed_is_a_status_regression(tmp_path, capsys):
+    db, run_id = history(tmp_path, 11, status={"ort-s": "run_failed"})
+    result = compare(db, run_id)
+    assert [(f.cell_id, f.kind, f.baseline, f.current) for f in result.regressions] == [
+        (cid("ort-s"), "status", "ok", "run_failed")
+    ]
+    assert main_compare([run_id, "--db", str(db)]) == 1
+    out = capsys.readouterr().out
+    assert "**FAIL**" in out and f"`{cid('ort-s')}`" in out and "| status |" in out
+
+
+def test_improvement_is_listed_not_failed(tmp_path):
+    db, run_id = history(tmp_path, 12, factor={"torch-n": 0.8})
+    result = compare(db, run_id)
+    assert result.regressions == []
+    assert [(f.cell_id, f.kind) for f in result.improvements] == [(cid("torch-n"), "latency")]
+    assert result.improvements[0].change_pct < -10
+    assert main_compare([run_id, "--db", str(db)]) == 0
+
+
+def test_failed_to_ok_is_an_improvement_and_skip_is_only_a_change(tmp_path):
+    rng = random.Random(5)
+    db = tmp_path / "h.sqlite"
+    for i in range(1, 4):
+        st = {"ort-n": "load_failed", "trt-n": "ok"}
+        import_run_dir(db, build_run(tmp_path, i, rng, status=st))
+    import_run_dir(db, build_run(tmp_path, 4, rng, status={"trt-n": "skipped"}))
+    result = compare(db, "nightly-004")
+    assert result.regressions == []
+    assert [(f.cell_id, f.kind) for f in result.improvements] == [(cid("ort-n"), "status")]
+    assert [(f.cell_id, f.current) for f in result.status_changes] == [(cid("trt-n"), "skipped")]
+
+
+def test_memory_rule_needs_both_percent_and_megabytes(tmp_path):
+    db, run_id = history(tmp_path, 13, mem={"torch-n": 1500.0 + 100, "trt-n": 700.0 + 40})
+    result = compare(db, run_id)
+    # +100 MB on 1500 (6.7%) exceeds max(5%, 64 MB); +40 MB on 700 (5.7%) does not reach 64 MB.
+    assert [(f.cell_id, f.kind) for f in result.regressions] == [(cid("torch-n"), "memory")]
+    assert result.regressions[0].baseline == pytest.approx(1500.0)
+
+
+def test_new_and_vanished_cells_are_listed(tmp_path):
+    db, run_id = history(tmp_path, 14, drop=("ort-n",))
+    result = compare(db, run_id)
+    assert result.vanished_cells == [cid("ort-n")]
+    assert result.regressions == []
+    # torch-s is missing from the first run only, so in window mode it is not new; against run 1 it is.
+    assert compare(db, run_id, spec="nightly-001").new_cells == [cid("torch-s")]
+
+
+def test_noisy_series_needs_more_than_its_spread(tmp_path):
+    """A 15% slower p50 is within 3x the spread of a cell whose p50 wanders by ~10% between runs."""
+    rng = random.Random(21)
+    db = tmp_path / "h.sqlite"
+    for i, f in enumerate([1.0, 1.12, 0.9, 1.08, 0.95], start=1):
+        import_run_dir(db, build_run(tmp_path, i, rng, factor={"torch-s": f}))
+    import_run_dir(db, build_run(tmp_path, 6, rng, factor={"torch-s": 1.15}))
+    assert compare(db, "nightly-006").regressions == []
+    # The same change with a steady history is flagged.
+    assert [f.cell_id for f in compare(db, "nightly-006", spread_k=0.0).regressions] == [cid("torch-s")]
+
+
+def test_p50_jump_without_significant_rounds_is_not_flagged(tmp_path):
+    """Bimodal rounds: one sample crossing modes moves the p50 by 50%, but the rounds do not differ."""
+    c = CELLS["ort-n"][0]
+    db = tmp_path / "h.sqlite"
+    for i in range(1, 4):
+        env = make_env(f"r{i}", f"2026-11-0{i}T00:00:00Z")
+        import_run_dir(
+            db, write_run(tmp_path, env, [make_record(f"r{i}", c, samples_ms=[10.0] * 10 + [30.0] * 10)])
+        )
+    env = make_env("r4", "2026-11-04T00:00:00Z")
+    import_run_dir(db, write_run(tmp_path, env, [make_record("r4", c, samples_ms=[10.0] * 9 + [30.0] * 11)]))
+    result = compare(db, "r4")
+    assert result.regressions == []
+    assert [f.kind for f in compare(db, "r4", alpha=1.01).regressions] == ["latency"]
+
+
+def test_runs_compare_only_within_their_series(tmp_path):
+    rng = random.Random(3)
+    db = tmp_path / "h.sqlite"
+    for i in range(1, 6):
+        import_run_dir(db, build_run(tmp_path, i, rng))
+    upgraded = make_env("x", "x", driver="560.28.03")
+    import_run_dir(db, build_run(tmp_path, 6, rng, factor=dict.fromkeys(CELLS, 1.5), env=upgraded))
+    first = compare(db, "nightly-006")
+    assert not first.has_history and first.regressions == []
+    assert main_compare(["nightly-006", "--db", str(db)]) == 0
+    # Back on the old driver: compared with runs 1-5, not with the slow run of the other series.
+    import_run_dir(db, build_run(tmp_path, 7, rng))
+    back = compare(db, "nightly-007")
+    assert back.regressions == [] and back.improvements == []
+    assert set(back.baseline_runs) <= {f"nightly-{i:03d}" for i in range(1, 6)}
+    with pytest.raises(HistoryError, match="only within one series"):
+        compare(db, "nightly-007", spec="nightly-006")
+    assert main_compare(["nightly-007", "--baseline", "nightly-006", "--db", str(db)]) == 2
+
+
+def test_baseline_last_and_named_run(tmp_path):
+    db, run_id = history(tmp_path, 8, factor={"ort-n": 1.3})
+    for spec in ("last", "nightly-003"):
+        result = compare(db, run_id, spec=spec)
+        assert [f.cell_id for f in result.regressions] == [cid("ort-n")], spec
+        assert len(result.baseline_runs) == 1
+
+
+def test_baseline_spec_parsing():
+    assert BaselineSpec.parse("window:3") == BaselineSpec("window", 3)
+    assert BaselineSpec.parse("last").mode == "last"
+    assert BaselineSpec.parse("nightly-7") == BaselineSpec("run", 5, "nightly-7")
+    for bad in ("window:0", "window:x"):
+        with pytest.raises(ValueError):
+            BaselineSpec.parse(bad)
+
+
+def test_compare_defaults_to_newest_run_and_writes_json_and_markdown(tmp_path, capsys):
+    db, run_id = history(tmp_path, 9, factor={"trt-m": 1.4})
+    md, js = tmp_path / "out.md", tmp_path / "out.json"
+    assert main_compare(["--db", str(db), "--markdown", str(md), "--json", str(js)]) == 1
+    assert run_id in capsys.readouterr().out
+    assert cid("trt-m") in md.read_text()
+    assert '"kind": "latency"' in js.read_text()
+
+
+def test_compare_accepts_a_results_dir_and_imports_it(tmp_path):
+    db, _ = history(tmp_path, 10)
+    new_dir = build_run(tmp_path / "results", 7, random.Random(1), status={"trt-n": "crashed"})
+    assert main_compare([str(new_dir), "--db", str(db)]) == 1
+    conn = connect(db)
+    assert query.resolve_run(conn, "nightly-007")
+    conn.close()
+
+
+def test_compare_errors_exit_2(tmp_path):
+    assert main_compare(["--db", str(tmp_path / "none.sqlite")]) == 2
+    db, _ = history(tmp_path, 2)
+    assert main_compare(["no-such-run", "--db", str(db)]) == 2
+    assert main_compare(["--baseline", "window:0", "--db", str(db)]) == 2

@@ -1,0 +1,327 @@
+"""NVML: the sampler logic with an injected fake NVML (no driver here), and the real reason path on this machine.
+
+The fake stands in only for what cannot exist on a CPU machine (NVML handles); the Sampler, PeakProbe, the PCI
+matching and the energy arithmetic under test are the real code.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from harness.memory import Sampler
+from harness.nvml import (
+    EnergyMeter,
+    NvmlUnavailable,
+    gpu_env,
+    gpu_snapshot,
+    identity_from_properties,
+    nvml_handle_for_torch_device,
+    nvml_module,
+    nvml_probes,
+    nvml_reason,
+    parse_pci_bus_id,
+    process_used_bytes,
+)
+
+GiB = 2**30
+PID = os.getpid()
+
+
+class NotSupported(Exception):
+    """Like pynvml.NVMLError_NotSupported."""
+
+    def __str__(self) -> str:
+        return "Not Supported"
+
+
+class FakeNvml:
+    """The part of pynvml the harness calls, over a list of fake devices.
+
+    `used` may be a list: each memory read returns the next value (the last one repeats), so a test can script what
+    the sampler sees without depending on thread timing.
+    """
+
+    NVML_CLOCK_GRAPHICS, NVML_CLOCK_SM, NVML_CLOCK_MEM = 0, 1, 2
+    NVML_TEMPERATURE_GPU = 0
+
+    def __init__(self, devices: list[dict]) -> None:
+        self.devices = devices
+        self.lock = threading.Lock()
+        self.inits = 0
+
+    def nvmlInit(self):
+        self.inits += 1
+
+    def nvmlDeviceGetCount(self):
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return self.devices[i]
+
+    def nvmlDeviceGetPciInfo(self, h):
+        return SimpleNamespace(busId=h["bus_id"])
+
+    def nvmlDeviceGetUUID(self, h):
+        return h["uuid"]
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        with self.lock:
+            used = h["used"]
+            v = (used.pop(0) if len(used) > 1 else used[0]) if isinstance(used, list) else used
+        return SimpleNamespace(used=v, total=80 * GiB, free=80 * GiB - v)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [SimpleNamespace(pid=pid, usedGpuMemory=mem) for pid, mem in h.get("procs", [])]
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h):
+        return [SimpleNamespace(pid=pid, usedGpuMemory=mem) for pid, mem in h.get("gfx", [])]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        e = h["energy"]
+        if isinstance(e, Exception):
+            raise e
+        return e.pop(0) if len(e) > 1 else e[0]
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        return {0: 1755, 1: 1980, 2: 2619}[kind]
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        return 1980
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        return 41
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 72_500  # mW
+
+    def nvmlDeviceGetPowerManagementLimit(self, h):
+        raise NotSupported()
+
+    def nvmlDeviceGetPerformanceState(self, h):
+        return 0
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return 0
+
+    def nvmlSystemGetDriverVersion(self):
+        return "580.65.06"
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return 13000
+
+    def nvmlDeviceGetName(self, h):
+        return h.get("name", "NVIDIA H100 80GB HBM3")
+
+    def nvmlDeviceGetCudaComputeCapability(self, h):
+        return (9, 0)
+
+
+def device(bus_id: str, **kw) -> dict:
+    return {
+        "bus_id": bus_id,
+        "uuid": f"GPU-{bus_id[9:11].lower()}aa0000-0000-0000-0000-000000000000",
+        "used": GiB,
+        **kw,
+    }
+
+
+def three_gpus() -> FakeNvml:
+    # NVML enumerates by PCI order; the torch device of interest is the last one
+    return FakeNvml([device("00000000:18:00.0"), device("00000000:2A:00.0"), device("00000000:3B:00.0")])
+
+
+# -- PCI mapping -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("00000000:3B:00.0", (0, 0x3B, 0)),
+        ("0000:3b:00.0", (0, 0x3B, 0)),
+        ("00000001:C1:1F.0", (1, 0xC1, 0x1F)),
+        ("3B:00.0", (0, 0x3B, 0)),
+        (b"00000000:AF:00.0", (0, 0xAF, 0)),
+    ],
+)
+def test_parse_pci_bus_id_accepts_nvml_and_sysfs_forms(text, expected):
+    assert parse_pci_bus_id(text) == expected
+
+
+def test_parse_pci_bus_id_rejects_garbage():
+    with pytest.raises(ValueError, match="not a PCI bus id"):
+        parse_pci_bus_id("GPU-1234")
+
+
+def test_torch_device_maps_to_the_nvml_device_with_the_same_pci_address_not_the_same_index():
+    nv = three_gpus()
+    # CUDA_VISIBLE_DEVICES=2: torch's cuda:0 is NVML's device 2 (bus 0x3B)
+    props = SimpleNamespace(name="H100", pci_domain_id=0, pci_bus_id=0x3B, pci_device_id=0, uuid="x")
+    h = nvml_handle_for_torch_device(0, nvml=nv, identity=identity_from_properties(props))
+    assert h is nv.devices[2]
+    props = SimpleNamespace(name="H100", pci_domain_id=0, pci_bus_id=0x18, pci_device_id=0)
+    assert nvml_handle_for_torch_device(1, nvml=nv, identity=identity_from_properties(props)) is nv.devices[0]
+
+
+def test_uuid_is_the_fallback_when_torch_reports_no_pci_address():
+    nv = three_gpus()
+    ident = identity_from_properties(
+        SimpleNamespace(name="H100", uuid="2aaa0000-0000-0000-0000-000000000000")
+    )
+    assert "pci" not in ident
+    assert nvml_handle_for_torch_device(0, nvml=nv, identity=ident) is nv.devices[1]
+
+
+def test_no_matching_device_is_a_reason_naming_what_nvml_sees():
+    nv = three_gpus()
+    with pytest.raises(NvmlUnavailable, match=r"00000000:99:00\.0.*NVML sees 00000000:18:00\.0"):
+        nvml_handle_for_torch_device(0, nvml=nv, identity={"pci": (0, 0x99, 0)})
+
+
+# -- memory probes -------------------------------------------------------------------------------------------------
+def test_process_probe_counts_only_this_pid():
+    h = device("00000000:3B:00.0", procs=[(PID + 1, 5 * GiB), (PID, 3 * GiB), (PID + 2, 7 * GiB)])
+    nv = FakeNvml([h])
+    assert process_used_bytes(h, PID, nv) == 3 * GiB
+    assert process_used_bytes(h, PID + 2, nv) == 7 * GiB
+
+
+def test_process_probe_is_zero_without_a_context_and_none_when_the_driver_hides_it():
+    nv = FakeNvml([device("00000000:3B:00.0", procs=[(PID + 1, GiB)])])
+    assert process_used_bytes(nv.devices[0], PID, nv) == 0.0
+    nv.devices[0]["procs"] = [(PID, None)]  # Windows WDDM
+    assert process_used_bytes(nv.devices[0], PID, nv) is None
+
+
+def test_a_process_listed_as_compute_and_graphics_is_not_counted_twice():
+    h = device("00000000:3B:00.0", procs=[(PID, 2 * GiB)], gfx=[(PID, 2 * GiB)])
+    assert process_used_bytes(h, PID, FakeNvml([h])) == 2 * GiB
+
+
+def test_sampler_reports_peak_over_baseline_for_device_and_process():
+    # device-wide used: baseline 10 GiB (other tenants), a 4 GiB spike, then it settles at 12 GiB
+    h = device(
+        "00000000:3B:00.0",
+        used=[10 * GiB, 11 * GiB, 14 * GiB, 12 * GiB],
+        procs=[(PID, GiB), (PID + 9, 8 * GiB)],
+    )
+    nv = FakeNvml([h])
+    probes = nvml_probes(h, PID, nvml=nv)
+    assert [p.name for p in probes] == ["device_used", "device_process"]
+    s = Sampler(probes, hz=500).start()
+    h["procs"] = [(PID, 3 * GiB), (PID + 9, 8 * GiB)]  # this process allocates 2 GiB
+    seen, deadline = s.samples, time.monotonic() + 5
+    while s.samples < seen + 3 and time.monotonic() < deadline:  # sampled at least twice while allocated
+        time.sleep(0.005)
+    h["procs"] = [(PID, 2 * GiB), (PID + 9, 8 * GiB)]
+    s.stop()
+    used, proc = s.get("device_used"), s.get("device_process")
+    assert used.error is None and proc.error is None
+    assert used.baseline == 10 * GiB and used.peak == 14 * GiB
+    assert (used.peak - used.baseline) / GiB == 4
+    assert proc.baseline == GiB and proc.peak == 3 * GiB  # the other process's 8 GiB never counts
+
+
+def test_nvml_probes_sample_at_100_hz_or_more():
+    h = device("00000000:3B:00.0", procs=[(PID, GiB)])
+    s = Sampler(nvml_probes(h, PID, nvml=FakeNvml([h])))
+    assert s.hz >= 100
+    t0 = time.perf_counter()
+    s.start()
+    time.sleep(0.5)
+    s.stop()
+    rate = s.samples / (time.perf_counter() - t0)
+    assert rate >= 50, f"sampled at {rate:.0f} Hz"  # loose: this machine's 2 cores are shared
+
+
+# -- energy, clocks ------------------------------------------------------------------------------------------------
+def test_energy_meter_gives_the_counter_delta_and_energy_per_inference():
+    h = device("00000000:3B:00.0", energy=[1_000_000, 1_005_000])
+    m = EnergyMeter(h, nvml=FakeNvml([h]), min_window_s=0.0).start()
+    assert m.stop() == 5000.0  # mJ
+    assert m.per_inference_j(100) == pytest.approx(0.05)
+    assert m.note is None
+
+
+def test_energy_meter_flags_a_window_too_short_for_the_counter():
+    h = device("00000000:3B:00.0", energy=[10, 12])
+    m = EnergyMeter(h, nvml=FakeNvml([h]), min_window_s=60.0).start()
+    m.stop()
+    assert "shorter than 60.0 s" in m.note
+
+
+def test_energy_meter_on_a_gpu_without_the_counter_says_so():
+    h = device("00000000:3B:00.0", energy=NotSupported())
+    with pytest.raises(NvmlUnavailable, match="energy counter not readable on this GPU: Not Supported"):
+        EnergyMeter(h, nvml=FakeNvml([h])).start()
+
+
+def test_snapshot_reads_clocks_and_gives_reasons_for_unsupported_fields():
+    h = device("00000000:3B:00.0")
+    snap = gpu_snapshot(h, nvml=FakeNvml([h]))
+    assert snap["sm_clock_mhz"] == 1980 and snap["mem_clock_mhz"] == 2619 and snap["temperature_c"] == 41
+    assert snap["power_w"] == pytest.approx(72.5)
+    assert snap["power_limit_w"] is None and snap["null_reasons"]["power_limit_w"] == "Not Supported"
+
+
+def test_gpu_env_from_nvml_alone():
+    nv = three_gpus()
+    env = gpu_env(nvml=nv, torch_index=None)
+    assert env["available"] is True
+    assert env["name"] == "NVIDIA H100 80GB HBM3" and env["compute_capability"] == "9.0"
+    assert env["driver"] == "580.65.06" and env["cuda_driver"] == "13.0"
+    assert env["pci_bus_id"] == "00000000:18:00.0"
+    assert env["clocks_at_start"]["sm_clock_mhz"] == 1980
+
+
+# -- the real NVML of this machine (nvidia-ml-py installed, no driver) -------------------------------------------
+def _real_nvml_reason() -> str | None:
+    return nvml_reason()
+
+
+needs_no_gpu = pytest.mark.skipif(_real_nvml_reason() is None, reason="this machine has a working NVML")
+
+
+@needs_no_gpu
+def test_real_nvml_unavailable_is_a_reason_not_a_crash():
+    reason = nvml_reason()
+    assert reason.startswith("NVML unavailable") or reason.startswith("nvidia-ml-py is not installed")
+    with pytest.raises(NvmlUnavailable) as e:
+        nvml_module()
+    assert str(e.value) == reason
+    with pytest.raises(NvmlUnavailable):
+        nvml_probes(None, PID)
+    with pytest.raises(NvmlUnavailable):
+        nvml_handle_for_torch_device(0)
+    with pytest.raises(NvmlUnavailable):
+        EnergyMeter(None).start()
+
+
+@needs_no_gpu
+def test_real_gpu_env_says_why_there_is_no_gpu():
+    env = gpu_env()
+    assert env["available"] is False
+    assert env["reason"] == nvml_reason()
+    assert env["name"] is None and env["clocks_at_start"] is None
+    assert set(env) >= {
+        "driver",
+        "cuda_driver",
+        "cuda_runtime_torch",
+        "cudnn",
+        "tensorrt",
+        "compute_capability",
+    }
+
+
+def test_a_failing_nvml_init_is_a_reason():
+    class Broken(FakeNvml):
+        def nvmlInit(self):
+            raise RuntimeError("Driver Not Loaded")
+
+    with pytest.raises(
+        NvmlUnavailable, match=r"Driver Not Loaded \(the NVIDIA kernel driver is not loaded\)"
+    ):
+        nvml_module(Broken([]))
+    assert nvml_reason(FakeNvml([])) == "NVML reports no GPU"

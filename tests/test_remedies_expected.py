@@ -1,0 +1,80 @@
+"""The remedy ladder and the expected-status file, on real records' shapes."""
+
+from __future__ import annotations
+
+from harness.axes import Shape
+from harness.cell import Cell
+from harness.expected import ExpectedStatus
+from harness.remedies import combined_change, ladder, matching, padded
+
+
+def _cell(**kw):
+    base = {"size": "n", "task": "detect", "head": "e2e", "backend": "executorch-xnnpack", "device": "cpu",
+            "shape": Shape(0, 0, dynamic=True)}
+    base.update(kw)
+    return Cell(**base)
+
+
+def test_guard_violation_on_dynamic_export_gets_the_32_dim_remedy_first():
+    names = [r.name for r in matching(_cell(), "guard_violation", dynamic=True)]
+    assert names[0] == "dim-multiple-of-32"
+
+
+def test_unsupported_op_on_e2e_head_gets_the_raw_head():
+    assert "raw-head" in [r.name for r in matching(_cell(), "unsupported_op", dynamic=True)]
+    assert "raw-head" not in [r.name for r in matching(_cell(head="raw"), "unsupported_op", dynamic=True)]
+
+
+def test_message_condition_selects_the_xnnpack_reshape_fallback():
+    msg = "XNNPACK reshape only supports 1 dynamic dimension. This may occur when"
+    names = [r.name for r in matching(_cell(head="raw"), "unsupported_op", True, msg)]
+    assert names == ["xnnpack-reshape-fallback"]
+    assert "xnnpack-reshape-fallback" not in [r.name for r in matching(_cell(head="raw"), "unsupported_op", True)]
+
+
+def test_backbone_only_is_for_aoti_style_backends_on_static_shapes():
+    c = _cell(backend="executorch-cuda", device="cuda", shape=Shape(640, 640))
+    assert matching(c, "unsupported_op")[0].name == "backbone-only"
+    assert "backbone-only" not in [r.name for r in matching(_cell(shape=Shape(640, 640)), "unsupported_op")]
+
+
+def test_non_multiple_of_32_shapes_get_letterbox_padding():
+    c = _cell(backend="onnxruntime", shape=Shape(650, 650))
+    assert [r.name for r in matching(c, "runtime_error")][-1] == "letterbox-pad-32"
+    assert padded(650, 32) == 672 and padded(640, 32) == 640
+
+
+def test_remedies_compose():
+    by = {r.name: r for r in ladder()}
+    change = combined_change([by["dim-multiple-of-32"], by["raw-head"], by["xnnpack-reshape-fallback"]])
+    assert change["head"] == "raw"
+    assert change["export_options"] == {"multiple_of_32": True, "xnnpack_exclude_configs": ["squeeze", "viewcopy"]}
+
+
+def _rec(status, klass=None, cell_id="c1"):
+    return {"cell_id": cell_id, "status": status, "reason": "why", "failure": {"class": klass} if klass else None}
+
+
+def test_expected_failure_is_xfail_new_failure_fails_new_pass_is_strict_xpass(tmp_path):
+    f = tmp_path / "expected.yaml"
+    f.write_text("expected:\n  c1: {status: export_failed, class: guard_violation, reason: known}\n")
+    exp = ExpectedStatus(f)
+    assert exp.judge(_rec("export_failed", "guard_violation"), "CMD").outcome == "xfail"
+    other = exp.judge(_rec("export_failed", "unsupported_op"), "CMD")
+    assert other.outcome == "fail" and "CMD" in other.message
+    assert exp.judge(_rec("run_failed", "runtime_error", "c2"), "CMD").outcome == "fail"
+    xpass = exp.judge(_rec("ok"), "pytest suites/ --update-expected")
+    assert xpass.outcome == "xpass" and "pytest suites/ --update-expected" in xpass.message
+    assert exp.judge(_rec("ok", cell_id="c2"), "CMD").outcome == "pass"
+
+
+def test_update_records_failures_drops_passes_and_keeps_skips(tmp_path):
+    f = tmp_path / "expected.yaml"
+    f.write_text("expected:\n  c1: {status: export_failed, class: guard_violation}\n  c3: {status: crashed}\n")
+    exp = ExpectedStatus(f)
+    added, removed = exp.update([_rec("ok", cell_id="c1"), _rec("timeout", "timeout", "c2"),
+                                 _rec("skipped", cell_id="c3")])
+    assert (added, removed) == (1, 1)
+    again = ExpectedStatus(f)
+    assert set(again.entries) == {"c2", "c3"} and again.entries["c2"]["class"] == "timeout"
+    assert f.read_text().startswith("# Known failing cells")
