@@ -56,8 +56,13 @@ def main(argv=None) -> int:
     for backend in ("onnxruntime", "openvino"):
         ratios = []
         for i in range(a.repeats):
-            cfg = RunConfig(run_id=f"{backend}-{i}", results_dir=out, cache_dir=Path(a.cache_dir),
-                            rounds=a.rounds, warmup=5)
+            cfg = RunConfig(
+                run_id=f"{backend}-{i}",
+                results_dir=out,
+                cache_dir=Path(a.cache_dir),
+                rounds=a.rounds,
+                warmup=5,
+            )
             cr = CellRunner(cfg, progress=lambda m: None)
             rec = cr.run_cell(Cell(a.size, "detect", "e2e", backend, "cpu", shape))
             if rec["status"] != "ok":

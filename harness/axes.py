@@ -29,7 +29,9 @@ class Shape:
 
     def __post_init__(self) -> None:
         if (self.height <= 0 or self.width <= 0) and not (self.dynamic and self.height == self.width == 0):
-            raise SelectionError(f"shape {self.height}x{self.width}: height and width must be positive integers")
+            raise SelectionError(
+                f"shape {self.height}x{self.width}: height and width must be positive integers"
+            )
 
     @property
     def label(self) -> str:

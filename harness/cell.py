@@ -28,7 +28,9 @@ class Cell:
         if self.head not in HEADS:
             raise SelectionError(f"head {self.head!r}: valid heads are {', '.join(HEADS)}")
         if self.precision not in PRECISIONS:
-            raise SelectionError(f"precision {self.precision!r}: valid precisions are {', '.join(PRECISIONS)}")
+            raise SelectionError(
+                f"precision {self.precision!r}: valid precisions are {', '.join(PRECISIONS)}"
+            )
         if self.batch <= 0:
             raise SelectionError(f"batch {self.batch}: must be a positive integer")
 
@@ -68,7 +70,9 @@ class Cell:
     @classmethod
     def from_dict(cls, d: dict) -> Cell:
         shape = Shape(d["height"], d["width"], d.get("dynamic", False))
-        return cls(d["size"], d["task"], d["head"], d["backend"], d["device"], shape, d["batch"], d["precision"])
+        return cls(
+            d["size"], d["task"], d["head"], d["backend"], d["device"], shape, d["batch"], d["precision"]
+        )
 
     def with_(self, **changes) -> Cell:
         """A copy with some axes changed (remedies and sweeps derive cells this way)."""

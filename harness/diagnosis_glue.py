@@ -35,12 +35,15 @@ def _classify(message, traceback, exception_type, stage, signal, status) -> dict
             "exception_type": exception_type,
             "log": None,
         }
-    return classify(message, traceback=traceback, exception_type=exception_type, stage=stage, signal=signal,
-                    status=status)
+    return classify(
+        message, traceback=traceback, exception_type=exception_type, stage=stage, signal=signal, status=status
+    )
 
 
 def failure_from_outcome(outcome: ExportOutcome, stage: str, log_rel: str | None) -> dict:
-    f = _classify(outcome.message, outcome.traceback, outcome.exception_type, stage, outcome.signal, outcome.status)
+    f = _classify(
+        outcome.message, outcome.traceback, outcome.exception_type, stage, outcome.signal, outcome.status
+    )
     f["signal"] = outcome.signal
     f["log"] = log_rel
     return f

@@ -45,14 +45,22 @@ class ExpectedStatus:
         failed = status not in ("ok", "skipped", "exported")
         if failed:
             if exp and exp.get("status") == status and exp.get("class") in (None, klass):
-                return Verdict("xfail", f"known failure: {status} ({klass}): {exp.get('reason') or rec['reason']}")
+                return Verdict(
+                    "xfail", f"known failure: {status} ({klass}): {exp.get('reason') or rec['reason']}"
+                )
             if exp:
-                return Verdict("fail", f"{status} ({klass}) but {self.path.name} expects {exp.get('status')} "
-                                       f"({exp.get('class')}): {rec['reason']}\nto accept: {update_command}")
+                return Verdict(
+                    "fail",
+                    f"{status} ({klass}) but {self.path.name} expects {exp.get('status')} "
+                    f"({exp.get('class')}): {rec['reason']}\nto accept: {update_command}",
+                )
             return Verdict("fail", f"{status} ({klass}): {rec['reason']}")
         if exp and status == "ok":
-            return Verdict("xpass", f"XPASS(strict): {rec['cell_id']} now passes but {self.path.name} expects "
-                                    f"{exp.get('status')} ({exp.get('class')}); update it with:\n  {update_command}")
+            return Verdict(
+                "xpass",
+                f"XPASS(strict): {rec['cell_id']} now passes but {self.path.name} expects "
+                f"{exp.get('status')} ({exp.get('class')}); update it with:\n  {update_command}",
+            )
         return Verdict("pass", "")
 
     def update(self, records: list[dict]) -> tuple[int, int]:

@@ -80,8 +80,13 @@ def run_child(
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             logf.write(f"\n=== killed after the {timeout_s:.0f} s timeout\n".encode())
-            return ExportOutcome("timeout", None, message=f"{name} exceeded the {timeout_s:.0f} s timeout",
-                                 wall_s=time.perf_counter() - t0, log=str(log_path))
+            return ExportOutcome(
+                "timeout",
+                None,
+                message=f"{name} exceeded the {timeout_s:.0f} s timeout",
+                wall_s=time.perf_counter() - t0,
+                log=str(log_path),
+            )
     wall = time.perf_counter() - t0
     result = json.loads(result_path.read_text()) if result_path.exists() else None
     if rc < 0 or result is None:
@@ -89,15 +94,27 @@ def run_child(
         detail = f"killed by {sig}" if sig else f"exited with status {rc} without a result"
         if sig == "SIGKILL":
             detail += " (out of memory or killed externally)"
-        return ExportOutcome("crashed", None, message=f"{name} process {detail}", signal=sig, wall_s=wall,
-                             log=str(log_path))
+        return ExportOutcome(
+            "crashed", None, message=f"{name} process {detail}", signal=sig, wall_s=wall, log=str(log_path)
+        )
     if result["status"] != "ok":
-        return ExportOutcome(failed_status, result.get("seconds"), message=result.get("message"),
-                             exception_type=result.get("exception_type"), traceback=result.get("traceback"),
-                             wall_s=wall, log=str(log_path))
-    return ExportOutcome("ok", result["seconds"], artifact=result.get("artifact"),
-                         info=result.get("info") or {k: v for k, v in result.items() if k not in ("status",)},
-                         wall_s=wall, log=str(log_path))
+        return ExportOutcome(
+            failed_status,
+            result.get("seconds"),
+            message=result.get("message"),
+            exception_type=result.get("exception_type"),
+            traceback=result.get("traceback"),
+            wall_s=wall,
+            log=str(log_path),
+        )
+    return ExportOutcome(
+        "ok",
+        result["seconds"],
+        artifact=result.get("artifact"),
+        info=result.get("info") or {k: v for k, v in result.items() if k not in ("status",)},
+        wall_s=wall,
+        log=str(log_path),
+    )
 
 
 def run_export(
@@ -108,14 +125,37 @@ def run_export(
     imports: tuple[str, ...] = (),
 ) -> ExportOutcome:
     """Export in a child process (see run_child)."""
-    return run_child({**req.to_dict(), "imports": list(imports)}, Path(req.out_dir), log_path, timeout_s,
-                     memory_limit_gb)
+    return run_child(
+        {**req.to_dict(), "imports": list(imports)}, Path(req.out_dir), log_path, timeout_s, memory_limit_gb
+    )
 
 
-def run_probe(cell, artifact: str, export_info: dict, height: int, width: int, work_dir: Path, log_path: Path,
-              timeout_s: float, memory_limit_gb: float | None = None) -> ExportOutcome:
+def run_probe(
+    cell,
+    artifact: str,
+    export_info: dict,
+    height: int,
+    width: int,
+    work_dir: Path,
+    log_path: Path,
+    timeout_s: float,
+    memory_limit_gb: float | None = None,
+) -> ExportOutcome:
     """Load `artifact` and run it once at height x width in a child process (first run of a fresh artifact)."""
-    payload = {"mode": "probe", "cell": cell.to_dict(), "artifact": artifact, "export_info": export_info,
-               "height": height, "width": width}
-    return run_child(payload, work_dir, log_path, timeout_s, memory_limit_gb, failed_status="run_failed",
-                     name=f"probe-{height}x{width}")
+    payload = {
+        "mode": "probe",
+        "cell": cell.to_dict(),
+        "artifact": artifact,
+        "export_info": export_info,
+        "height": height,
+        "width": width,
+    }
+    return run_child(
+        payload,
+        work_dir,
+        log_path,
+        timeout_s,
+        memory_limit_gb,
+        failed_status="run_failed",
+        name=f"probe-{height}x{width}",
+    )

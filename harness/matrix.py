@@ -104,8 +104,14 @@ def build(profile: str, sel: Selection, spec: dict | None = None) -> list[Planne
                                     if c.id in cells:
                                         continue
                                     cells[c.id] = c
-                                    reason = next((s["reason"] for s in block.get("skip", [])
-                                                   if _matches(c, s["where"])), None)
+                                    reason = next(
+                                        (
+                                            s["reason"]
+                                            for s in block.get("skip", [])
+                                            if _matches(c, s["where"])
+                                        ),
+                                        None,
+                                    )
                                     if reason and not sel.backends:
                                         block_skip[c.id] = reason
     planned = []
@@ -113,9 +119,18 @@ def build(profile: str, sel: Selection, spec: dict | None = None) -> list[Planne
         reason = next((e["reason"] for e in spec.get("exclusions", []) if _matches(c, e["where"])), None)
         planned.append(PlannedCell(c, reason or block_skip.get(c.id)))
     # group cells that share a model and input so references and checkpoints are reused
-    planned.sort(key=lambda p: (SIZES.index(p.cell.size), TASKS.index(p.cell.task), p.cell.shape, p.cell.batch,
-                                HEADS.index(p.cell.head), PRECISIONS.index(p.cell.precision), p.cell.backend,
-                                p.cell.device))
+    planned.sort(
+        key=lambda p: (
+            SIZES.index(p.cell.size),
+            TASKS.index(p.cell.task),
+            p.cell.shape,
+            p.cell.batch,
+            HEADS.index(p.cell.head),
+            PRECISIONS.index(p.cell.precision),
+            p.cell.backend,
+            p.cell.device,
+        )
+    )
     return planned
 
 

@@ -128,7 +128,9 @@ def load_yolo(checkpoint: Path):
     return YOLO(str(checkpoint))
 
 
-def prepared_model(checkpoint: Path, head: str, imgsz: tuple[int, int], dynamic: bool = False, fmt: str = "torch"):
+def prepared_model(
+    checkpoint: Path, head: str, imgsz: tuple[int, int], dynamic: bool = False, fmt: str = "torch"
+):
     """The network as ultralytics' exporter prepares it: eval, fp32, fused, export-mode head.
 
     `head` is "e2e" (one-to-one head with top-k, output [B, 300, 6+extra]) or "raw" (one-to-many head, output

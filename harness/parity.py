@@ -67,13 +67,17 @@ def compare(outputs: list[np.ndarray], reference: list[np.ndarray], head: str, p
     """Compare backend outputs with the reference. Shapes must match; a mismatch is infinite error."""
     tol = TOLERANCE[precision]
     if len(outputs) != len(reference):
-        return Parity(float("inf"), float("inf"), tol, f"{len(outputs)} outputs vs {len(reference)} in reference")
+        return Parity(
+            float("inf"), float("inf"), tol, f"{len(outputs)} outputs vs {len(reference)} in reference"
+        )
     diffs, refs, notes = [], [], []
     for k, (o, r) in enumerate(zip(outputs, reference, strict=True)):
         o = np.asarray(o, np.float64)
         r = np.asarray(r, np.float64)
         if o.shape != r.shape:
-            return Parity(float("inf"), float("inf"), tol, f"output {k} shape {o.shape} vs reference {r.shape}")
+            return Parity(
+                float("inf"), float("inf"), tol, f"output {k} shape {o.shape} vs reference {r.shape}"
+            )
         if head == "e2e" and k == 0 and o.ndim == 3 and o.shape[-1] >= 6:
             kept = total = 0
             for b in range(o.shape[0]):

@@ -40,7 +40,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--shapes", help="comma-separated shapes: 640, 384x640, dynamic")
     g.addoption("--batches", help="comma-separated batch sizes")
     g.addoption("--precisions", help="comma-separated precisions: fp32,fp16,int8")
-    g.addoption("--results-dir", default="results", help="where results/<run_id>/ is written (default results)")
+    g.addoption(
+        "--results-dir", default="results", help="where results/<run_id>/ is written (default results)"
+    )
     g.addoption("--cache-dir", default=".cache/yolo26-bench", help="export and checkpoint cache")
     g.addoption("--weights-dir", help="directory holding yolo26{size}[-task].pt; default: seeded random init")
     g.addoption("--seed", type=int, default=0, help="random-init seed (default 0)")
@@ -52,13 +54,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--export-memory-gb", type=float, help="memory limit of each export process")
     g.addoption("--refresh-cache", action="store_true", help="re-export even when the cache has the artifact")
     g.addoption("--no-report", action="store_true", help="do not render the HTML report at the end")
-    g.addoption("--expected-file", default=str(EXPECTED_FILE),
-                help="known failing cells (default suites/expected_status.yaml)")
-    g.addoption("--update-expected", action="store_true",
-                help="rewrite the expected-status file from this run's failures and passes")
-    g.addoption("--no-history", action="store_true",
-                help="do not import the run into the history database (RESULTS_DIR/history.sqlite, or "
-                "$YOLO26_BENCH_HISTORY) at the end")
+    g.addoption(
+        "--expected-file",
+        default=str(EXPECTED_FILE),
+        help="known failing cells (default suites/expected_status.yaml)",
+    )
+    g.addoption(
+        "--update-expected",
+        action="store_true",
+        help="rewrite the expected-status file from this run's failures and passes",
+    )
+    g.addoption(
+        "--no-history",
+        action="store_true",
+        help="do not import the run into the history database (RESULTS_DIR/history.sqlite, or "
+        "$YOLO26_BENCH_HISTORY) at the end",
+    )
 
 
 class BenchSession:
@@ -271,8 +282,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     tr.write_line(f"records: {session.run_config.run_dir / 'cells.jsonl'}")
     if config.getoption("update_expected"):
         added, removed = session.expected.update(session.primary)
-        tr.write_line(f"expected status: {added} entries added or changed, {removed} removed in "
-                      f"{session.expected.path}")
+        tr.write_line(
+            f"expected status: {added} entries added or changed, {removed} removed in {session.expected.path}"
+        )
     _render_report(session, tr)
 
 

@@ -45,7 +45,9 @@ def ladder(path: Path = REMEDIES_FILE) -> tuple[Remedy, ...]:
         return tuple(Remedy(**r) for r in yaml.safe_load(f)["remedies"])
 
 
-def matching(cell, failure_class: str | None, dynamic: bool = False, message: str | None = None) -> list[Remedy]:
+def matching(
+    cell, failure_class: str | None, dynamic: bool = False, message: str | None = None
+) -> list[Remedy]:
     return [r for r in ladder() if r.applies(cell, failure_class, dynamic, message)]
 
 

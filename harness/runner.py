@@ -137,7 +137,9 @@ class CellRunner:
         """Run `cell` (and its remedies or shape sweep); return the cell's own record."""
         return self.run_cell_all(cell, timer, skip_reason)[0]
 
-    def run_cell_all(self, cell: Cell, timer: Timer = loop_timer, skip_reason: str | None = None) -> list[dict]:
+    def run_cell_all(
+        self, cell: Cell, timer: Timer = loop_timer, skip_reason: str | None = None
+    ) -> list[dict]:
         """Every record `cell` produces: its own first, then remedy attempts and dynamic sweep shapes."""
         if cell.shape.dynamic and not skip_reason:
             return self._dynamic(cell, timer)
@@ -155,7 +157,9 @@ class CellRunner:
             self._materialized[key] = materialize(src, self.config.cache_dir)
         return self._materialized[key]
 
-    def reference(self, mat: Materialized, cell: Cell, height: int, width: int, options: dict) -> list[np.ndarray]:
+    def reference(
+        self, mat: Materialized, cell: Cell, height: int, width: int, options: dict
+    ) -> list[np.ndarray]:
         """PyTorch fp32 eager outputs on the cell's input (memoised for the run; a few are kept)."""
         import torch
 
@@ -228,7 +232,9 @@ class CellRunner:
         rec["failure"] = failure_from_outcome(outcome, stage, rec["log"])
         self.progress(f"{rec['cell_id']}: {outcome.status} ({rec['failure']['class']}): {rec['reason']}")
 
-    def _run(self, a: Attempt, rec: dict, timer: Timer, log_path: Path, prebuilt: ExportOutcome | None) -> None:
+    def _run(
+        self, a: Attempt, rec: dict, timer: Timer, log_path: Path, prebuilt: ExportOutcome | None
+    ) -> None:
         cell = a.cell
         backend = self._check(cell, rec, a.skip_reason)
         if backend is None:
@@ -239,7 +245,9 @@ class CellRunner:
 
         artifact, export_info, fresh = mat.checkpoint, {}, False
         if backend.exports:
-            outcome = prebuilt or self._export(backend, a.export_cell or cell, mat, log_path, a.export_options)
+            outcome = prebuilt or self._export(
+                backend, a.export_cell or cell, mat, log_path, a.export_options
+            )
             rec["cache_hit"] = prebuilt is None and outcome.wall_s is None
             rec["export_s"] = outcome.export_s
             rec["log"] = self._rel(log_path)
@@ -261,8 +269,17 @@ class CellRunner:
         if fresh and self.config.isolate_first_run:
             # The first load and run of a fresh artifact happens in a separate process: a runtime that aborts or
             # segfaults on it is recorded instead of taking the run down.
-            probe = run_probe(cell, str(artifact), export_info, h, w, log_path.parent / f"{a.cell_id}.probe",
-                              log_path, self.config.export_timeout_s, self.config.export_memory_gb)
+            probe = run_probe(
+                cell,
+                str(artifact),
+                export_info,
+                h,
+                w,
+                log_path.parent / f"{a.cell_id}.probe",
+                log_path,
+                self.config.export_timeout_s,
+                self.config.export_memory_gb,
+            )
             if probe.status != "ok":
                 return self._record_failure(rec, probe, "run")
 
@@ -327,9 +344,19 @@ class CellRunner:
             rec["status"] = "ok"
         else:
             rec["status"] = "parity_failed"
-            rec["reason"] = f"rel_l2 {parity.rel_l2:.3g} exceeds the {cell.precision} tolerance {parity.tolerance:g}"
-            rec["failure"] = {"class": "numerical_mismatch", "stage": "parity", "message": rec["reason"], "ops": [],
-                              "guards": [], "suggested_fix": None, "exception_type": None, "log": None}
+            rec["reason"] = (
+                f"rel_l2 {parity.rel_l2:.3g} exceeds the {cell.precision} tolerance {parity.tolerance:g}"
+            )
+            rec["failure"] = {
+                "class": "numerical_mismatch",
+                "stage": "parity",
+                "message": rec["reason"],
+                "ops": [],
+                "guards": [],
+                "suggested_fix": None,
+                "exception_type": None,
+                "log": None,
+            }
         p50 = rec["latency_ms"]["p50"] if rec["latency_ms"] else float("nan")
         self.progress(f"{a.cell_id}: {rec['status']} p50 {p50:.2f} ms, rel_l2 {parity.rel_l2:.2e}")
         return None
@@ -422,8 +449,14 @@ class CellRunner:
         f = failed.get("failure") or {}
         target = self._remedy_attempt(cell, applied, "").cell if applied else cell
         names = {r.name for r in applied}
-        return next((r for r in matching(target, f.get("class"), dynamic, f.get("message") or failed.get("reason"))
-                     if r.name not in names), None)
+        return next(
+            (
+                r
+                for r in matching(target, f.get("class"), dynamic, f.get("message") or failed.get("reason"))
+                if r.name not in names
+            ),
+            None,
+        )
 
     def _remedies(self, cell: Cell, failed: dict, timer: Timer, dynamic: bool) -> list[dict]:
         """Apply matching remedies cumulatively until an attempt works; each attempt is its own record."""
@@ -451,11 +484,17 @@ class CellRunner:
             target = target.with_(head=change["head"])
         if "pad_to" in change:
             m = change["pad_to"]
-            target = target.with_(shape=Shape(padded(cell.shape.height, m), padded(cell.shape.width, m),
-                                              cell.shape.dynamic))
+            target = target.with_(
+                shape=Shape(padded(cell.shape.height, m), padded(cell.shape.width, m), cell.shape.dynamic)
+            )
         name = "+".join(r.name for r in remedies)
-        return Attempt(target, f"{remedy_of}+{name}", remedy=name, remedy_of=remedy_of,
-                       export_options=dict(change["export_options"]))
+        return Attempt(
+            target,
+            f"{remedy_of}+{name}",
+            remedy=name,
+            remedy_of=remedy_of,
+            export_options=dict(change["export_options"]),
+        )
 
     def _dynamic(self, cell: Cell, timer: Timer) -> list[dict]:
         """Export once with dynamic H/W over the range, then run that one artifact over the shape sweep.
@@ -491,8 +530,12 @@ class CellRunner:
             a = self._remedy_attempt(cell, applied, cell.id)
             opts = {**options, **a.export_options}
             r_rec = new_record(self.config.run_id, a.cell, weights=mat.weights)
-            r_rec.update(cell_id=a.cell_id, remedy=a.remedy, remedy_of=cell.id,
-                         started_at=datetime.now(UTC).isoformat(timespec="seconds"))
+            r_rec.update(
+                cell_id=a.cell_id,
+                remedy=a.remedy,
+                remedy_of=cell.id,
+                started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            )
             t_r = time.perf_counter()
             r_log = self.config.run_dir / "logs" / f"{a.cell_id}.log"
             r_out = self._export(backend, a.cell, mat, r_log, opts)
@@ -508,22 +551,37 @@ class CellRunner:
             break
         return recs
 
-    def _sweep(self, cell: Cell, outcome: ExportOutcome, options: dict, timer: Timer, remedy: str | None,
-               remedy_of: str | None) -> list[dict]:
+    def _sweep(
+        self,
+        cell: Cell,
+        outcome: ExportOutcome,
+        options: dict,
+        timer: Timer,
+        remedy: str | None,
+        remedy_of: str | None,
+    ) -> list[dict]:
         """Run one dynamic artifact at each sweep shape; a shape that is not a multiple of 32 and fails is
         retried letterbox-padded to the next multiple of 32."""
         recs = []
         for s in self.config.sweep:
             target = cell.with_(shape=Shape(s, s, dynamic=True))
             rid = target.id + (f"+{remedy}" if remedy else "")
-            a = Attempt(target, rid, remedy=remedy, remedy_of=remedy_of, export_options=options, export_cell=cell)
+            a = Attempt(
+                target, rid, remedy=remedy, remedy_of=remedy_of, export_options=options, export_cell=cell
+            )
             rec = self._attempt(a, timer, prebuilt=outcome)
             rec["_sweep"] = (s, rec["status"], None)
             recs.append(rec)
             if rec["status"] in FAILED_STATUSES and self.config.remedies and not target.shape.multiple_of_32:
                 f = rec.get("failure") or {}
-                pad = next((r for r in matching(target, f.get("class"), True, f.get("message"))
-                            if "pad_to" in r.change), None)
+                pad = next(
+                    (
+                        r
+                        for r in matching(target, f.get("class"), True, f.get("message"))
+                        if "pad_to" in r.change
+                    ),
+                    None,
+                )
                 if pad is not None:
                     pa = self._remedy_attempt(target, [pad], rid)
                     pa.remedy = f"{remedy}+{pad.name}" if remedy else pad.name
@@ -548,7 +606,9 @@ class CellRunner:
         rec["status"] = "ok" if not failed else "run_failed"
         if failed:
             first = next(r for r in sweep if r["status"] != "ok")
-            rec["failure"] = dict(first.get("failure") or {}, message=f"failed at {failed}: {first['reason']}")
+            rec["failure"] = dict(
+                first.get("failure") or {}, message=f"failed at {failed}: {first['reason']}"
+            )
         set_null(rec, "latency_ms", "dynamic probe: latency is in the per-shape sweep records")
 
 
@@ -557,20 +617,30 @@ def _fill_null_reasons(rec: dict) -> None:
     nr = rec.setdefault("null_reasons", {})
     status = rec["status"]
     if status not in ("ok", "parity_failed"):
-        why = f"cell did not run ({status})" if status != "exported" else "export-only target: nothing runs here"
+        why = (
+            f"cell did not run ({status})"
+            if status != "exported"
+            else "export-only target: nothing runs here"
+        )
         for f in ("latency_ms", "samples_ms", "throughput_ips", "memory", "parity", "first_run_ms", "load_s"):
             if rec.get(f) is None:
                 nr.setdefault(f, why)
     if rec.get("export_s") is None and status != "skipped":
-        nr.setdefault("export_s", "no export step (the backend runs the checkpoint)"
-                      if rec.get("cache_hit") is None else "export did not finish")
+        nr.setdefault(
+            "export_s",
+            "no export step (the backend runs the checkpoint)"
+            if rec.get("cache_hit") is None
+            else "export did not finish",
+        )
     if rec.get("gflops") is None:
         nr.setdefault("gflops", "published GFLOPs exist for detect models at static shapes only")
     mem = rec.get("memory")
     if mem:
         for k in ("device_peak_used_mb", "device_peak_process_mb", "energy_per_inference_j"):
             if mem.get(k) is None:
-                nr.setdefault(f"memory.{k}", f"not measured: {rec['device']} cell, NVML reads NVIDIA GPUs only")
+                nr.setdefault(
+                    f"memory.{k}", f"not measured: {rec['device']} cell, NVML reads NVIDIA GPUs only"
+                )
         for k in ("torch_max_allocated_mb", "torch_max_reserved_mb"):
             if mem.get(k) is None:
                 nr.setdefault(f"memory.{k}", "torch CUDA allocator not used by this cell")

@@ -22,8 +22,11 @@ def _export(payload: dict) -> dict:
     from harness.backends.base import ExportRequest
 
     req = ExportRequest.from_dict(payload)
-    print(f"[worker] exporting {req.backend} {req.size}/{req.task}/{req.head} {req.height}x{req.width}"
-          f"{' dynamic' if req.dynamic else ''} {req.options or ''}", flush=True)
+    print(
+        f"[worker] exporting {req.backend} {req.size}/{req.task}/{req.head} {req.height}x{req.width}"
+        f"{' dynamic' if req.dynamic else ''} {req.options or ''}",
+        flush=True,
+    )
     result = backends.get(req.backend).export(req)
     return {"artifact": result.artifact, "info": result.info}
 
@@ -36,7 +39,9 @@ def _probe(payload: dict) -> dict:
     cell = Cell.from_dict(payload["cell"])
     h, w = payload["height"], payload["width"]
     print(f"[worker] probe run of {payload['artifact']} at {h}x{w}", flush=True)
-    runner = backends.get(cell.backend).load(Path(payload["artifact"]), cell, payload.get("export_info") or {})
+    runner = backends.get(cell.backend).load(
+        Path(payload["artifact"]), cell, payload.get("export_info") or {}
+    )
     result = runner.run(runner.prepare(letterboxed(h, w, cell.batch)))
     runner.synchronize()
     shapes = [list(o.shape) for o in runner.outputs(result)]

@@ -1,6 +1,6 @@
 import pytest
 
-from harness.axes import Shape, SelectionError, parse_batches, parse_list, parse_shapes, SIZES
+from harness.axes import SIZES, SelectionError, Shape, parse_batches, parse_list, parse_shapes
 from harness.cell import Cell
 
 

@@ -25,7 +25,10 @@ def _pytest_suites(*args, cwd=REPO, timeout=600):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--backends", "onnxruntime,tensorflow"], "--backends: unknown 'tensorflow'; valid: torch-eager, onnxruntime"),
+        (
+            ["--backends", "onnxruntime,tensorflow"],
+            "--backends: unknown 'tensorflow'; valid: torch-eager, onnxruntime",
+        ),
         (["--sizes", "n,xl"], "--sizes: unknown 'xl'; valid: n, s, m, l, x"),
         (["--tasks", "segment"], "--tasks: unknown 'segment'; valid: detect, seg, pose, obb, cls"),
         (["--shapes", "640x-1"], "shape '640x-1': expected a positive integer"),
@@ -44,7 +47,9 @@ def test_bad_selection_is_one_error_line(args, message, tmp_path):
 
 def test_missing_weights_file_is_one_error_line(tmp_path):
     (tmp_path / "w").mkdir()
-    p = _pytest_suites("--weights-dir", str(tmp_path / "w"), "--sizes", "n", "--results-dir", str(tmp_path / "r"))
+    p = _pytest_suites(
+        "--weights-dir", str(tmp_path / "w"), "--sizes", "n", "--results-dir", str(tmp_path / "r")
+    )
     assert p.returncode == 4
     assert "ERROR: weights file" in p.stderr and "yolo26n.pt" in p.stderr
     assert not (tmp_path / "r").exists()
@@ -73,8 +78,20 @@ def test_unwritable_results_dir_is_one_error_line(tmp_path):
 @pytest.mark.export
 def test_suite_run_writes_records_env_and_summary(tmp_path, cache_dir):
     p = _pytest_suites(
-        "--profile", "quick", "--backends", "onnxruntime,torch-eager", "--shapes", "160",
-        "--results-dir", str(tmp_path), "--cache-dir", str(cache_dir), "--run-id", "e2e", "--min-time", "0.2",
+        "--profile",
+        "quick",
+        "--backends",
+        "onnxruntime,torch-eager",
+        "--shapes",
+        "160",
+        "--results-dir",
+        str(tmp_path),
+        "--cache-dir",
+        str(cache_dir),
+        "--run-id",
+        "e2e",
+        "--min-time",
+        "0.2",
         "--no-report",
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

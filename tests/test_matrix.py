@@ -33,8 +33,14 @@ def test_overrides_replace_the_axis_in_every_block():
 
 
 def test_exclusions_are_skips_with_reasons_not_dropped_cells():
-    sel = Selection(tasks=("cls", "detect"), heads=("e2e", "raw"), backends=("onnxruntime",), devices=("cpu",),
-                    sizes=("n",), shapes=(Shape(320, 320),))
+    sel = Selection(
+        tasks=("cls", "detect"),
+        heads=("e2e", "raw"),
+        backends=("onnxruntime",),
+        devices=("cpu",),
+        sizes=("n",),
+        shapes=(Shape(320, 320),),
+    )
     planned = {p.cell.id: p.excluded for p in build("quick", sel)}
     assert planned["yolo26n-cls-e2e-onnxruntime-cpu-320x320-b1-fp32"].startswith("classification models")
     assert planned["yolo26n-cls-raw-onnxruntime-cpu-320x320-b1-fp32"] is None

@@ -20,7 +20,9 @@ def test_latency_percentiles_match_numpy():
 
 
 def _rec(run_id="r1"):
-    rec = new_record(run_id, Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(320, 320)), "random-init:0")
+    rec = new_record(
+        run_id, Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(320, 320)), "random-init:0"
+    )
     rec["status"] = "ok"
     return rec
 

@@ -9,8 +9,14 @@ from harness.remedies import combined_change, ladder, matching, padded
 
 
 def _cell(**kw):
-    base = {"size": "n", "task": "detect", "head": "e2e", "backend": "executorch-xnnpack", "device": "cpu",
-            "shape": Shape(0, 0, dynamic=True)}
+    base = {
+        "size": "n",
+        "task": "detect",
+        "head": "e2e",
+        "backend": "executorch-xnnpack",
+        "device": "cpu",
+        "shape": Shape(0, 0, dynamic=True),
+    }
     base.update(kw)
     return Cell(**base)
 
@@ -29,7 +35,9 @@ def test_message_condition_selects_the_xnnpack_reshape_fallback():
     msg = "XNNPACK reshape only supports 1 dynamic dimension. This may occur when"
     names = [r.name for r in matching(_cell(head="raw"), "unsupported_op", True, msg)]
     assert names == ["xnnpack-reshape-fallback"]
-    assert "xnnpack-reshape-fallback" not in [r.name for r in matching(_cell(head="raw"), "unsupported_op", True)]
+    assert "xnnpack-reshape-fallback" not in [
+        r.name for r in matching(_cell(head="raw"), "unsupported_op", True)
+    ]
 
 
 def test_backbone_only_is_for_aoti_style_backends_on_static_shapes():
@@ -48,11 +56,19 @@ def test_remedies_compose():
     by = {r.name: r for r in ladder()}
     change = combined_change([by["dim-multiple-of-32"], by["raw-head"], by["xnnpack-reshape-fallback"]])
     assert change["head"] == "raw"
-    assert change["export_options"] == {"multiple_of_32": True, "xnnpack_exclude_configs": ["squeeze", "viewcopy"]}
+    assert change["export_options"] == {
+        "multiple_of_32": True,
+        "xnnpack_exclude_configs": ["squeeze", "viewcopy"],
+    }
 
 
 def _rec(status, klass=None, cell_id="c1"):
-    return {"cell_id": cell_id, "status": status, "reason": "why", "failure": {"class": klass} if klass else None}
+    return {
+        "cell_id": cell_id,
+        "status": status,
+        "reason": "why",
+        "failure": {"class": klass} if klass else None,
+    }
 
 
 def test_expected_failure_is_xfail_new_failure_fails_new_pass_is_strict_xpass(tmp_path):
@@ -70,10 +86,13 @@ def test_expected_failure_is_xfail_new_failure_fails_new_pass_is_strict_xpass(tm
 
 def test_update_records_failures_drops_passes_and_keeps_skips(tmp_path):
     f = tmp_path / "expected.yaml"
-    f.write_text("expected:\n  c1: {status: export_failed, class: guard_violation}\n  c3: {status: crashed}\n")
+    f.write_text(
+        "expected:\n  c1: {status: export_failed, class: guard_violation}\n  c3: {status: crashed}\n"
+    )
     exp = ExpectedStatus(f)
-    added, removed = exp.update([_rec("ok", cell_id="c1"), _rec("timeout", "timeout", "c2"),
-                                 _rec("skipped", cell_id="c3")])
+    added, removed = exp.update(
+        [_rec("ok", cell_id="c1"), _rec("timeout", "timeout", "c2"), _rec("skipped", cell_id="c3")]
+    )
     assert (added, removed) == (1, 1)
     again = ExpectedStatus(f)
     assert set(again.entries) == {"c2", "c3"} and again.entries["c2"]["class"] == "timeout"

@@ -51,4 +51,13 @@ def get(name: str) -> Backend:
         raise KeyError(f"unknown backend {name!r}; valid: {', '.join(_REGISTRY)}") from None
 
 
-__all__ = ["Backend", "BackendUnavailable", "ExportRequest", "ExportResult", "Runner", "get", "names", "register"]
+__all__ = [
+    "Backend",
+    "BackendUnavailable",
+    "ExportRequest",
+    "ExportResult",
+    "Runner",
+    "get",
+    "names",
+    "register",
+]

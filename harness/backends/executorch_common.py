@@ -56,7 +56,9 @@ def non_edge_functions(graph_module) -> list[str]:
     names = {
         n.target.__name__
         for n in graph_module.graph.nodes
-        if n.op == "call_function" and isinstance(n.target, types.FunctionType) and n.target.__name__ != "alloc"
+        if n.op == "call_function"
+        and isinstance(n.target, types.FunctionType)
+        and n.target.__name__ != "alloc"
     }
     return sorted(names)
 

@@ -23,7 +23,9 @@ class OrtRunner(Runner):
         self.session = session
         self.input_name = session.get_inputs()[0].name
         self.precision_executed = precision
-        self.timing_scope = "model" if session.get_providers()[0] == "CPUExecutionProvider" else "model+h2d+d2h"
+        self.timing_scope = (
+            "model" if session.get_providers()[0] == "CPUExecutionProvider" else "model+h2d+d2h"
+        )
         self._dtype = np.float16 if precision == "fp16" else np.float32
 
     def prepare(self, x: np.ndarray):

@@ -53,7 +53,9 @@ class OpenVino(Backend):
             return f"openvino is not installed ({e})"
         available = ov.Core().available_devices
         if not any(d.split(".")[0] == OV_DEVICE[device] for d in available):
-            return f"OpenVINO sees no {OV_DEVICE[device]} device (available: {', '.join(available) or 'none'})"
+            return (
+                f"OpenVINO sees no {OV_DEVICE[device]} device (available: {', '.join(available) or 'none'})"
+            )
         return None
 
     def export(self, req: ExportRequest) -> ExportResult:
