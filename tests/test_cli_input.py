@@ -108,3 +108,39 @@ def test_suite_run_writes_records_env_and_summary(tmp_path, cache_dir):
     assert env["run_id"] == "e2e" and env["libraries"]["onnxruntime"]
     assert "yolo26-bench summary" in p.stdout and "2 ok, 2 skipped" in p.stdout
     assert "exporting (onnxruntime)" in p.stdout or "export cache hit" in p.stdout  # progress is shown
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_export_timeout_is_recorded_and_the_next_cell_still_runs(tmp_path, cache_dir):
+    p = _pytest_suites(
+        "--profile",
+        "quick",
+        "--backends",
+        "executorch-xnnpack,torch-eager",
+        "--devices",
+        "cpu",
+        "--shapes",
+        "160",
+        "--export-timeout",
+        "3",
+        "--results-dir",
+        str(tmp_path),
+        "--cache-dir",
+        str(tmp_path / "fresh-cache"),
+        "--run-id",
+        "to",
+        "--min-time",
+        "0.2",
+        "--no-report",
+        "--no-history",
+    )
+    assert p.returncode == 1, p.stdout[-3000:]  # the timeout is an unexpected failure
+    recs = {
+        json.loads(line)["cell_id"]: json.loads(line) for line in (tmp_path / "to" / "cells.jsonl").open()
+    }
+    slow = recs["yolo26n-detect-e2e-executorch-xnnpack-cpu-160x160-b1-fp32"]
+    assert slow["status"] == "timeout" and slow["failure"]["class"] == "timeout"
+    assert "3 s timeout" in slow["reason"]
+    assert "killed after the 3 s timeout" in (tmp_path / "to" / slow["log"]).read_text()
+    assert recs["yolo26n-detect-e2e-torch-eager-cpu-160x160-b1-fp32"]["status"] == "ok"
