@@ -139,11 +139,16 @@ def collect(run_id: str, started_at: str | None = None) -> dict:
         "cuda": None,
         "libraries": {name: library_version(name) for name in LIBRARIES},
     }
+    if gpus:  # GPU name, compute capability, driver, CUDA, cuDNN, TensorRT versions, clocks at start
+        from harness.nvml import gpu_env
+
+        env["gpu_env"] = gpu_env()
     try:
         import torch
 
         if torch.cuda.is_available():
             env["cuda"] = {
+                **(env["cuda"] or {}),
                 "version": torch.version.cuda,
                 "cudnn": torch.backends.cudnn.version(),
                 "device_count": torch.cuda.device_count(),

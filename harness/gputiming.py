@@ -124,6 +124,7 @@ class CudaGraphRunner(Runner):
         self.warmup = warmup
         self.precision_executed = inner.precision_executed
         self.timing_scope = inner.timing_scope
+        self.torch_stream = True  # replays on torch's current stream
         self.graph = None
         self.static_in = None
         self.static_out = None

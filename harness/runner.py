@@ -28,6 +28,7 @@ from harness.cell import Cell
 from harness.diagnosis_glue import failure_from_exception, failure_from_outcome, first_line
 from harness.dynamic import DEFAULT_RANGE, SWEEP
 from harness.exportcache import ExportCache, cache_key
+from harness.gpumeasure import DeviceMeasure
 from harness.inputs import letterboxed
 from harness.isolate import ExportOutcome, run_export, run_probe
 from harness.memory import MB, Sampler, rss_probe
@@ -262,7 +263,9 @@ class CellRunner:
         rec["artifact_bytes"] = artifact_bytes(artifact)
         if getattr(backend, "export_only", False):
             rec["status"] = "exported"
-            rec["reason"] = f"export-only target: no {cell.backend} runtime on this host"
+            rec["reason"] = getattr(backend, "export_only_reason", None) or (
+                f"export-only target: no {cell.backend} runtime on this host"
+            )
             self.progress(f"{a.cell_id}: exported ({rec['artifact_bytes'] / MB:.1f} MB)")
             return
 
@@ -284,7 +287,8 @@ class CellRunner:
                 return self._record_failure(rec, probe, "run")
 
         x = letterboxed(h, w, cell.batch)
-        sampler = Sampler([rss_probe()]).start()
+        gpu = DeviceMeasure(cell) if cell.device == "cuda" else None
+        sampler = Sampler([rss_probe(), *(gpu.probes() if gpu else [])]).start()
         try:
             t0 = time.perf_counter()
             try:
@@ -307,13 +311,24 @@ class CellRunner:
                 return self._fail(rec, "run_failed", "run", e, log_path)
 
             factor = self.slowdown.get(cell.backend, 1.0)
+            t_run = [0.0]
 
-            def call():
-                t = time.perf_counter()
+            def run_once():
+                t_run[0] = time.perf_counter()
                 runner.run(prepared)
+
+            def wait():
                 runner.synchronize()
                 if factor > 1.0:  # testing knob: stretch each timed call (YOLO26_BENCH_SLOWDOWN)
-                    time.sleep((time.perf_counter() - t) * (factor - 1.0))
+                    time.sleep((time.perf_counter() - t_run[0]) * (factor - 1.0))
+
+            if gpu is not None:
+                call = gpu.wrap(run_once, wait, torch_stream=getattr(runner, "torch_stream", False))
+            else:
+
+                def call():
+                    run_once()
+                    wait()
 
             try:
                 warm = loop_timer(call, max(1, self.config.warmup))
@@ -322,6 +337,8 @@ class CellRunner:
                     f"{a.cell_id}: load {rec['load_s']:.2f}s, first run {rec['first_run_ms']:.1f} ms, "
                     f"timing {rounds} rounds"
                 )
+                if gpu is not None:
+                    gpu.start_timed()
                 samples = timer(call, rounds)
             except Exception as e:
                 return self._fail(rec, "run_failed", "run", e, log_path)
@@ -330,6 +347,8 @@ class CellRunner:
             sampler.stop()
 
         self._fill_measurements(rec, cell, runner, samples, sampler, factor)
+        if gpu is not None:
+            gpu.fill(rec, sampler, len(samples))
         try:
             reference = self.reference(mat, cell, h, w, a.export_options)
         except Exception as e:
@@ -338,7 +357,9 @@ class CellRunner:
             set_null(rec, "parity", rec["reason"])
             rec["failure"] = failure_from_exception(e, "parity", None)
             return None
-        parity = compare(outputs, reference, cell.head, cell.precision)
+        # backbone-only outputs are the raw head's layout whatever the cell's head: compare them element-wise
+        head = "raw" if a.export_options.get("remedy") == "backbone-only" else cell.head
+        parity = compare(outputs, reference, head, cell.precision)
         rec["parity"] = parity.to_dict()
         if parity.ok:
             rec["status"] = "ok"
@@ -634,6 +655,14 @@ def _fill_null_reasons(rec: dict) -> None:
         )
     if rec.get("gflops") is None:
         nr.setdefault("gflops", "published GFLOPs exist for detect models at static shapes only")
+    if rec.get("device_latency_ms") is None and rec.get("latency_ms") is not None:
+        nr.setdefault(
+            "device_latency_ms", f"not measured: {rec['device']} cell (CUDA events time CUDA devices)"
+        )
+    if rec.get("gpu_snapshot") is None:
+        nr.setdefault("gpu_snapshot", f"no NVIDIA GPU snapshot for a {rec['device']} cell")
+    if rec.get("compile_s") is None and rec.get("status") == "ok":
+        nr.setdefault("compile_s", "no JIT compile step in this backend")
     mem = rec.get("memory")
     if mem:
         for k in ("device_peak_used_mb", "device_peak_process_mb", "energy_per_inference_j"):

@@ -407,3 +407,17 @@ def test_real_onnxruntime_type_error_is_dtype_error():
     f = classify_exception(info.value, stage="load")
     assert f["class"] == "dtype_error", f
     assert f["ops"] == ["Sqrt"]
+
+
+def test_coreml_e2e_gather_with_float_indices_is_a_dtype_error():
+    # Real message: ExecuTorch CoreML partitioner on yolo26n's end-to-end head (ultralytics 8.4.190, coremltools
+    # via executorch 1.5.1), seen in a default-profile run on 2026-11-22. The same `index // nc` float indices
+    # as seed 001's CUDA AOTI failure.
+    msg = (
+        'Op "aten_gather_default_1" (op_type: gather_along_axis) Input indices="aten_floor_divide_default" '
+        "expects tensor or scalar of dtype from type domain ['int32'] but got tensor[1,300,fp32]"
+    )
+    f = classify(msg, exception_type="builtins.ValueError")
+    assert f["class"] == "dtype_error"
+    assert f["ops"] == ["aten_gather_default"]
+    assert "gather" in f["suggested_fix"]

@@ -36,6 +36,8 @@ GPU_REASONS = {
     ("torch-compile", "cuda"): "no CUDA device visible to torch",
     ("torch-compile-max-autotune", "cuda"): "no CUDA device visible to torch",
     ("aoti", "cuda"): "no CUDA device visible to torch",
+    ("torch-eager-cudagraph", "cuda"): "no CUDA device visible to torch",
+    ("aoti-cudagraph", "cuda"): "no CUDA device visible to torch",
     ("executorch-cuda", "cuda"): "compiles kernels for a CUDA device",
     ("tensorrt", "cuda"): "tensorrt is not importable",
     ("onnxruntime", "cuda"): "has no CUDAExecutionProvider",

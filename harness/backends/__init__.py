@@ -18,6 +18,7 @@ _MODULES = (
     "harness.backends.tensorrt",
     "harness.backends.onnxruntime_trt",
     "harness.backends.executorch_cuda",
+    "harness.backends.cudagraph",
     "harness.backends.executorch_vulkan",
     "harness.backends.executorch_coreml",
     "harness.backends.executorch_mps",

@@ -1,8 +1,9 @@
 """AOTInductor: torch.export of the prepared model, compiled ahead of time into a .pt2 package, run by libtorch.
 
-The export process does both steps (torch.export, then `torch._inductor.aoti_compile_and_package`) and reports
-their times separately in the export info. `load` is `torch._inductor.aoti_load_package`; a call goes straight to
-the package loader's `run` (flat tensors in and out), without the pytree round-trip of `AOTICompiledModel.__call__`.
+The export process does both steps (torch.export, then `torch._inductor.aoti_compile_and_package`, with Inductor's
+caches off so that the time is a cold compile) and reports their times separately in the export info. `load` is
+`torch._inductor.aoti_load_package`; a call goes straight to the package loader's `run` (flat tensors in and out),
+without the pytree round-trip of `AOTICompiledModel.__call__`.
 On CUDA the compiled model runs on torch's current stream, so CUDA events and CUDA-graph capture see its work.
 """
 
@@ -36,6 +37,7 @@ class AotiRunner(Runner):
         self.precision_executed = {torch.float32: "fp32", torch.float16: "fp16"}[dtype]
         self.timing_scope = "model"
         self._cuda = self.device.type == "cuda"
+        self.torch_stream = self._cuda  # AOTInductor launches on torch's current stream
         loader = getattr(compiled, "loader", None)
         self._run = loader.run if loader is not None and hasattr(loader, "run") else None
 
@@ -145,7 +147,9 @@ class Aoti(Backend):
         suffix = "-backbone" if spec is not None else ""
         pt2 = out / f"yolo26{req.size}-{req.task}-aoti-{device}{suffix}.pt2"
         t0 = time.perf_counter()
-        torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2))
+        # Cold compile, as for torch-compile: a warm Inductor cache would make export_s depend on earlier exports.
+        with torch.compiler.config.patch(force_disable_caches=True):
+            torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2))
         compile_s = time.perf_counter() - t0
         log.info("wrote %s (torch.export %.1f s, AOTInductor compile %.1f s)", pt2, export_s, compile_s)
         return ExportResult(str(pt2), {**info, "torch_export_s": export_s, "aoti_compile_s": compile_s})

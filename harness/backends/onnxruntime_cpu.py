@@ -78,4 +78,8 @@ class OnnxRuntime(Backend):
         session = ort.InferenceSession(str(artifact), sess_options=so, providers=[PROVIDER[cell.device]])
         in_type = session.get_inputs()[0].type  # 'tensor(float)' or 'tensor(float16)'
         precision = "fp16" if "float16" in in_type else "fp32"
+        if cell.device == "cuda":
+            from harness.backends.onnxruntime_cuda import OrtIOBindingRunner
+
+            return OrtIOBindingRunner(session, precision, device_id=0)
         return OrtRunner(session, precision)

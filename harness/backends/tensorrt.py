@@ -87,6 +87,7 @@ class TensorRTRunner(Runner):
         self.device = torch.device(device)
         self.precision_executed = precision
         self.timing_scope = "model"
+        self.torch_stream = True  # enqueued on torch's current stream (execute_async_v3)
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         self.input_names = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
         # ultralytics' order: output0, output1, ... (the model's output order)

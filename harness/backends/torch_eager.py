@@ -37,6 +37,9 @@ class TorchRunner(Runner):
         self.precision_executed = {torch.float32: "fp32", torch.float16: "fp16"}[dtype]
         self.timing_scope = "model"
         self._cuda = self.device.type == "cuda"
+        self.torch_stream = (
+            self._cuda
+        )  # work is enqueued on torch's current stream (CUDA events can split it)
 
     def prepare(self, x: np.ndarray):
         import torch
