@@ -31,7 +31,7 @@ from harness.exportcache import ExportCache, cache_key
 from harness.gpumeasure import DeviceMeasure
 from harness.inputs import letterboxed
 from harness.isolate import ExportOutcome, run_export, run_probe
-from harness.memory import MB, Sampler, rss_probe
+from harness.memory import MB, RssHighWater, Sampler, rss_probe
 from harness.models import Materialized, ModelSource, materialize
 from harness.parity import compare
 from harness.records import FAILED_STATUSES, Latency, RecordWriter, new_record, set_null
@@ -288,7 +288,11 @@ class CellRunner:
 
         x = letterboxed(h, w, cell.batch)
         gpu = DeviceMeasure(cell) if cell.device == "cuda" else None
-        sampler = Sampler([rss_probe(), *(gpu.probes() if gpu else [])]).start()
+        # Host peak RSS from the kernel's high-water mark; a sampling thread only where something must be sampled
+        # (NVML on GPU cells, or a kernel that cannot reset the mark), since it competes with CPU runtimes.
+        hwm = RssHighWater().start()
+        sampled = [*(gpu.probes() if gpu else []), *([] if hwm.available else [rss_probe()])]
+        sampler = Sampler(sampled).start()
         try:
             t0 = time.perf_counter()
             try:
@@ -345,8 +349,9 @@ class CellRunner:
             runner.close()
         finally:
             sampler.stop()
+            hwm.stop()
 
-        self._fill_measurements(rec, cell, runner, samples, sampler, factor)
+        self._fill_measurements(rec, cell, runner, samples, sampler, hwm, factor)
         if gpu is not None:
             gpu.fill(rec, sampler, len(samples))
         try:
@@ -382,8 +387,16 @@ class CellRunner:
         self.progress(f"{a.cell_id}: {rec['status']} p50 {p50:.2f} ms, rel_l2 {parity.rel_l2:.2e}")
         return None
 
-    def _fill_measurements(self, rec, cell, runner, samples, sampler, factor) -> None:
-        rss = sampler.get("host_rss")
+    def _fill_measurements(self, rec, cell, runner, samples, sampler, hwm, factor) -> None:
+        if hwm.available:
+            rss = hwm
+            source = "kernel peak-RSS high-water mark (VmHWM, reset at cell start) over load and timed rounds"
+        else:
+            rss = sampler.get("host_rss")
+            source = (
+                f"psutil RSS sampled at {sampler.hz:.0f} Hz over load and timed rounds "
+                f"({sampler.samples} samples)"
+            )
         rec["memory"] = {
             "host_peak_rss_mb": rss.peak / MB if rss.peak is not None else None,
             "host_peak_delta_mb": (rss.peak - rss.baseline) / MB if rss.peak is not None else None,
@@ -392,8 +405,7 @@ class CellRunner:
             "torch_max_allocated_mb": None,
             "torch_max_reserved_mb": None,
             "energy_per_inference_j": None,
-            "source": f"psutil RSS sampled at {sampler.hz:.0f} Hz over load and timed rounds "
-            f"({sampler.samples} samples)",
+            "source": source,
         }
         if samples:
             lat = Latency.from_samples(samples, runner.timing_scope)
