@@ -122,8 +122,11 @@ class RunIndex:
         return self._eager.get((rec.get("device"), *workload_key(rec)))
 
     def working_remedy(self, rec: dict) -> dict | None:
-        """The fastest remedy attempt of this cell that ran ok, if any."""
-        ok = [r for r in self.remedies.get(str(rec.get("cell_id")), []) if r.get("status") == "ok"]
+        """The fastest remedy attempt of this cell that worked, if any: ran ok, or for an export-only target
+        (whose success is `exported`), exported."""
+        ok = [
+            r for r in self.remedies.get(str(rec.get("cell_id")), []) if r.get("status") in ("ok", "exported")
+        ]
         return min(ok, key=lambda r: number(r, "latency_ms.p50") or float("inf")) if ok else None
 
     def all_records(self) -> list[dict]:
