@@ -102,7 +102,14 @@ def test_a_failing_cell_keeps_the_records_of_the_others(tmp_path, cache_dir, mon
     assert "session refused" in (tmp_path / "r1" / bad["log"]).read_text()
     assert bad["null_reasons"]["latency_ms"] == "cell did not run (load_failed)"
     assert good["status"] == "ok"
-    assert [x["status"] for x in read_records(tmp_path / "r1")] == ["load_failed", "ok"]
+    recs = read_records(tmp_path / "r1")
+    # the load failure (runtime_error on the e2e head) is retried with the raw-head remedy, which fails the same
+    assert [(x["status"], x["remedy"]) for x in recs] == [
+        ("load_failed", None),
+        ("load_failed", "raw-head"),
+        ("ok", None),
+    ]
+    assert recs[1]["remedy_of"] == bad["cell_id"] and recs[1]["head"] == "raw"
 
 
 def test_slowdown_knob_stretches_only_the_named_backend(tmp_path, cache_dir, monkeypatch):
