@@ -203,7 +203,7 @@ class CellRunner:
 
     def _finish(self, rec: dict, t_cell: float) -> dict:
         rec["duration_s"] = round(time.perf_counter() - t_cell, 3)
-        _fill_null_reasons(rec)
+        fill_null_reasons(rec)
         self.writer.write(rec)
         return rec
 
@@ -645,7 +645,7 @@ class CellRunner:
         set_null(rec, "latency_ms", "dynamic probe: latency is in the per-shape sweep records")
 
 
-def _fill_null_reasons(rec: dict) -> None:
+def fill_null_reasons(rec: dict) -> None:
     """Every null measurement of a record says why it is null."""
     nr = rec.setdefault("null_reasons", {})
     status = rec["status"]
