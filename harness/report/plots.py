@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from harness.report.index import BACKEND_ORDER, RunIndex, order_key, row_key, row_sort
@@ -119,33 +119,7 @@ def latency_vs_gflops(indexes: list[RunIndex], color: Palette) -> PlotView:
     caption = (
         "One point per cell that ran ok; GFLOPs are the published model cost scaled to the shape and batch."
     )
-    many = len(indexes) > 1
-    series: dict[str, list[tuple[float, float, str]]] = {}
-    for idx, rec in _measured(indexes):
-        g, p50 = number(rec, "gflops"), number(rec, "latency_ms.p50")
-        if g and p50 and g > 0 and p50 > 0:
-            series.setdefault(_series_label(idx, rec, many), []).append((g, p50, str(rec.get("device"))))
-    if not series:
-        return PlotView(key, title, caption, empty_reason="no cell that ran ok has both GFLOPs and a p50")
-    with _rc():
-        fig = _figure(7, 4.2)
-        ax = fig.add_subplot()
-        for label, pts in sorted(series.items()):
-            ax.scatter(
-                [p[0] for p in pts],
-                [p[1] for p in pts],
-                label=label,
-                color=color(label),
-                marker=MARKERS.get(pts[0][2], "^"),
-                s=22,
-            )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        _log_axes(ax)
-        ax.set_xlabel("model GFLOPs (published, scaled to shape × batch)")
-        ax.set_ylabel("p50 latency (ms)")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-        return PlotView(key, title, caption, svg=_to_svg(fig, key))
+    return _gflops_scatter(indexes, color, key, title, caption, lambda g, p50: p50, "p50 latency (ms)")
 
 
 def latency_vs_shape(indexes: list[RunIndex], color: Palette) -> PlotView:
@@ -257,13 +231,35 @@ def gflops_per_cell(indexes: list[RunIndex], color: Palette) -> PlotView:
         "One point per cell that ran ok: published model GFLOPs (scaled to shape and batch) divided by the measured "
         "p50, an estimate rather than a counter reading. Each cell's value is in the latency table's GFLOP/s column."
     )
+    return _gflops_scatter(
+        indexes,
+        color,
+        key,
+        title,
+        caption,
+        lambda g, p50: g / (p50 / 1000.0),
+        "achieved GFLOP/s (GFLOPs / p50)",
+    )
+
+
+def _gflops_scatter(
+    indexes: list[RunIndex],
+    color: Palette,
+    key: str,
+    title: str,
+    caption: str,
+    y_of: Callable[[float, float], float],
+    ylabel: str,
+) -> PlotView:
+    """Log-log scatter of y_of(gflops, p50) against model GFLOPs, one series per backend/device/run."""
     many = len(indexes) > 1
     series: dict[str, list[tuple[float, float, str]]] = {}
     for idx, rec in _measured(indexes):
         g, p50 = number(rec, "gflops"), number(rec, "latency_ms.p50")
         if g and p50 and g > 0 and p50 > 0:
-            label = _series_label(idx, rec, many)
-            series.setdefault(label, []).append((g, g / (p50 / 1000.0), str(rec.get("device"))))
+            series.setdefault(_series_label(idx, rec, many), []).append(
+                (g, y_of(g, p50), str(rec.get("device")))
+            )
     if not series:
         return PlotView(key, title, caption, empty_reason="no cell that ran ok has both GFLOPs and a p50")
     with _rc():
@@ -282,7 +278,7 @@ def gflops_per_cell(indexes: list[RunIndex], color: Palette) -> PlotView:
         ax.set_yscale("log")
         _log_axes(ax)
         ax.set_xlabel("model GFLOPs (published, scaled to shape × batch)")
-        ax.set_ylabel("achieved GFLOP/s (GFLOPs / p50)")
+        ax.set_ylabel(ylabel)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
         return PlotView(key, title, caption, svg=_to_svg(fig, key))
 
