@@ -40,6 +40,20 @@ def _classify(message, traceback, exception_type, stage, signal, status) -> dict
     )
 
 
+def parity_failure(reason: str) -> dict:
+    """The `failure` dict of a cell whose outputs disagree with the reference beyond its tolerance."""
+    return {
+        "class": "numerical_mismatch",
+        "stage": "parity",
+        "message": reason,
+        "ops": [],
+        "guards": [],
+        "suggested_fix": None,
+        "exception_type": None,
+        "log": None,
+    }
+
+
 def failure_from_outcome(outcome: ExportOutcome, stage: str, log_rel: str | None) -> dict:
     f = _classify(
         outcome.message, outcome.traceback, outcome.exception_type, stage, outcome.signal, outcome.status

@@ -25,7 +25,7 @@ from harness.axes import Shape
 from harness.backends.base import ExportRequest
 from harness.backends.ultralytics_export import artifact_bytes
 from harness.cell import Cell
-from harness.diagnosis_glue import failure_from_exception, failure_from_outcome, first_line
+from harness.diagnosis_glue import failure_from_exception, failure_from_outcome, first_line, parity_failure
 from harness.dynamic import DEFAULT_RANGE, SWEEP
 from harness.exportcache import ExportCache, cache_key
 from harness.gpumeasure import DeviceMeasure
@@ -373,16 +373,7 @@ class CellRunner:
             rec["reason"] = (
                 f"rel_l2 {parity.rel_l2:.3g} exceeds the {cell.precision} tolerance {parity.tolerance:g}"
             )
-            rec["failure"] = {
-                "class": "numerical_mismatch",
-                "stage": "parity",
-                "message": rec["reason"],
-                "ops": [],
-                "guards": [],
-                "suggested_fix": None,
-                "exception_type": None,
-                "log": None,
-            }
+            rec["failure"] = parity_failure(rec["reason"])
         p50 = rec["latency_ms"]["p50"] if rec["latency_ms"] else float("nan")
         self.progress(f"{a.cell_id}: {rec['status']} p50 {p50:.2f} ms, rel_l2 {parity.rel_l2:.2e}")
         return None

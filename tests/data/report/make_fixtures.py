@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.axes import Shape
 from harness.cell import Cell
+from harness.diagnosis_glue import parity_failure
 from harness.records import Latency, RecordWriter, new_record
 from harness.runner import fill_null_reasons
 
@@ -135,16 +136,7 @@ class RunBuilder:
         if parity_fail:
             rec["parity"]["rel_l2"] = 0.031
             rec["reason"] = "rel_l2 0.031 exceeds the fp16 tolerance 0.01"
-            rec["failure"] = {
-                "class": "numerical_mismatch",
-                "stage": "parity",
-                "message": rec["reason"],
-                "ops": [],
-                "guards": [],
-                "suggested_fix": None,
-                "exception_type": None,
-                "log": None,
-            }
+            rec["failure"] = parity_failure(rec["reason"])
         self._log(rec, f"=== {rec['cell_id']}\nexport ok\nload ok\n25 timed rounds, p50 {lat.p50:.3f} ms\n")
         self._nulls(rec)
         self.writer.write(rec)
