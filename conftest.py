@@ -2,4 +2,4 @@
 
 import harness  # noqa: F401  (sets YOLO_OFFLINE / YOLO_AUTOINSTALL before anything imports ultralytics)
 
-pytest_plugins = ["harness.pytest_plugin", "harness.xdist_gpu"]
+pytest_plugins = ["harness.pytest_plugin.plugin", "harness.pytest_plugin.xdist_gpu"]

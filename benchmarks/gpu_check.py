@@ -5,17 +5,22 @@
 Two parts:
 
 1. Self-check (needs only torch with CUDA and nvidia-ml-py): the CUDA context size; NVML's view of this process
-   against torch's allocator on a known allocation; CUDA-event device time against host time; a CUDA-graph
-   replay against eager; the energy counter.
+   against torch's allocator on a known 1 GiB allocation, both with an independent NVML sampler and through the
+   GPU memory tracker the attempt uses; CUDA-event device time (the CUDA-event tracker) against host time, split at
+   the wait and synced; a CUDA-graph replay against eager; the energy tracker over ~1 s of work.
 2. Cells (needs the harness's model stack too: ultralytics, opencv, psutil): yolo26{n,s} through CellRunner for
    torch-eager cuda fp32/fp16, torch-compile cuda, aoti cuda, tensorrt fp32/fp16, onnxruntime cuda and
    onnxruntime-trt where installed; ExecuTorch CUDA full and backbone-only as isolated exports (its PyPI runtime
-   cannot run them). Each cell is sampled with NVML at 200 Hz beside torch's allocator statistics.
+   cannot run them). Each cell is sampled with NVML at 200 Hz beside torch's allocator statistics, independently
+   of the trackers that fill its record.
 
 Checks (a violated one makes the exit status 1):
 - NVML's peak for this process >= torch's max reserved (everything torch reserves is in the process's memory);
 - for backends whose device memory is torch's caching allocator (torch-eager, torch-compile, aoti): NVML's process
   peak <= torch max reserved + the CUDA context + 1 GiB (cuDNN/cuBLAS workspaces and loaded kernels);
+- the record's GPU figures (device_latency_ms, memory.device_*, torch_* for allocator backends, energy,
+  gpu_snapshot) are present; device p50 <= host p50; the record's process peak over its baseline is positive and
+  within the independent sampler's absolute peak;
 - parity of every cell that ran; the self-check's invariants.
 Exit status: 0 all checks passed; 1 a check was violated; 3 a part could not run here (the reasons are printed).
 """
@@ -92,7 +97,7 @@ class Gpu:
     def __init__(self) -> None:
         import torch
 
-        from harness.nvml import nvml_handle_for_torch_device, nvml_module, process_used_bytes
+        from harness.measure.nvml import nvml_handle_for_torch_device, nvml_module, process_used_bytes
 
         self.torch = torch
         self.device = torch.device("cuda", 0)
@@ -108,14 +113,14 @@ class Gpu:
         )
 
     def process_bytes(self) -> float | None:
-        from harness.nvml import process_used_bytes
+        from harness.measure.nvml import process_used_bytes
 
         return process_used_bytes(self.handle, self.pid, self.nvml)
 
     def sampled(self):
         """A started Sampler with the NVML probes (200 Hz), after resetting torch's peak statistics."""
-        from harness.memory import Sampler
-        from harness.nvml import nvml_probes
+        from harness.measure.host_memory import Sampler
+        from harness.measure.nvml import nvml_probes
 
         gc.collect()
         self.torch.cuda.empty_cache()
@@ -146,12 +151,47 @@ class Gpu:
             )
 
 
+def event_times(call, rounds: int, torch_stream: bool = True) -> tuple[list[float], dict]:
+    """`rounds` of `call` (a TimedCall) timed the way the attempt times them: the host clock around the call wrapped
+    by the CUDA-event tracker. Returns the host times (ms) and what the tracker filled (device_latency_ms,
+    device_samples_ms, or their null reasons)."""
+    from types import SimpleNamespace
+
+    from harness.measure.cuda_timing import CudaEventTracker
+    from harness.measure.timing import loop_timer
+
+    t = CudaEventTracker()
+    t.bind(SimpleNamespace(torch_stream=torch_stream))
+    wrapped = t.wrap(call)
+    t.start_timed()
+    host = loop_timer(wrapped, rounds)
+    t.stop(rounds)
+    rec: dict = {}
+    t.fill(rec)
+    return host, rec
+
+
+def event_checks(row: Row, host_ms: list[float], rec: dict) -> None:
+    """The tracker's device time per round: present, positive, and within the host time of the same round."""
+    device = rec.get("device_samples_ms")
+    if not device:
+        why = (rec.get("null_reasons") or {}).get("device_latency_ms", "no device times")
+        row.checks.append(f"VIOLATED: CUDA-event tracker gave no device times ({why})")
+        return
+    row.p50_ms, row.device_p50_ms = median(host_ms), rec["device_latency_ms"]["p50"]
+    worst = max(d - h for d, h in zip(device, host_ms, strict=True))
+    ok = all(d > 0 for d in device) and worst <= 0.05
+    row.checks.append(f"{'ok' if ok else 'VIOLATED'}: 0 < device ms <= host ms (+0.05) in every round")
+
+
 def self_check(gpu: Gpu) -> list[Row]:
     import torch
 
+    from harness.backends.cudagraph import CudaGraphRunner
     from harness.backends.torch_eager import TorchRunner
-    from harness.gputiming import CudaGraphRunner, TimedCall, cuda_event_timer
-    from harness.nvml import EnergyMeter, NvmlUnavailable
+    from harness.measure.energy import EnergyTracker
+    from harness.measure.gpu_memory import GpuMemoryTracker
+    from harness.measure.timing import TimedCall
 
     rows = []
     row = Row("self: cuda context", "ok", note=f"context {_fmt((gpu.context_bytes or 0) / MiB, 0)} MB")
@@ -159,16 +199,41 @@ def self_check(gpu: Gpu) -> list[Row]:
         row.status, row.note = "not measured", "the driver does not report per-process memory"
     rows.append(row)
 
-    # a known allocation: 1 GiB through torch's allocator, held for 0.2 s
+    # a known allocation: 1 GiB through torch's allocator, held for 0.2 s, seen by an independent NVML sampler
+    # (absolute figures) and by the GPU memory tracker the attempt uses (peaks over the baseline at start)
     row = Row("self: 1 GiB allocation", "ok")
     s = gpu.sampled()
+    tracker = GpuMemoryTracker()
+    tracker.start()
     block = torch.empty(GiB, dtype=torch.uint8, device=gpu.device)
     block.fill_(1)
     torch.cuda.synchronize(gpu.device)
     time.sleep(0.2)
     del block
+    tracker.stop(1)
     s.stop()
     gpu.memory_checks(row, s, upper_bound=True)
+    rec: dict = {}
+    tracker.fill(rec)
+    mem, nr = rec["memory"], rec.get("null_reasons", {})
+    for key, low in (
+        ("device_peak_used_mib", 1024),
+        ("device_peak_process_mib", 1024),
+        ("torch_max_allocated_mib", 1024),
+        ("torch_max_reserved_mib", 1024),
+    ):
+        v = mem.get(key)
+        if v is None:
+            row.checks.append(f"VIOLATED: tracker {key} is null ({nr.get('memory.' + key)})")
+        else:
+            # 2 GiB above: room for allocator rounding and driver bookkeeping; a unit slip lands far outside
+            ok = low <= v <= low + 2048
+            row.checks.append(f"{'ok' if ok else 'VIOLATED'}: tracker {key} {v:.0f} in [{low}, {low + 2048}]")
+    snap = rec.get("gpu_snapshot")
+    row.checks.append(
+        f"{'ok' if snap else 'VIOLATED'}: gpu_snapshot "
+        + (f"sm {snap.get('sm_clock_mhz')} MHz" if snap else str(nr.get("gpu_snapshot")))
+    )
     rows.append(row)
 
     # CUDA events on a conv net, the call split at the host's wait
@@ -176,16 +241,16 @@ def self_check(gpu: Gpu) -> list[Row]:
         torch.nn.Sequential(*[torch.nn.Conv2d(64, 64, 3, padding=1) for _ in range(8)]).to(gpu.device).eval()
     )
     x = torch.randn(8, 64, 128, 128, device=gpu.device)
+    row = Row("self: cuda events", "ok")
     with torch.no_grad():
         call = TimedCall(lambda: net(x), lambda: torch.cuda.synchronize(gpu.device))
         for _ in range(3):
             call()
-        times = cuda_event_timer(gpu.device)(call, 50)
-    row = Row("self: cuda events", "ok", p50_ms=median(times.host_ms), device_p50_ms=median(times.device_ms))
-    worst = max(d - h for d, h in zip(times.device_ms, times.host_ms, strict=True))
-    ok = all(d > 0 for d in times.device_ms) and worst <= 0.05
-    row.checks.append(f"{'ok' if ok else 'VIOLATED'}: 0 < device ms <= host ms (+0.05) in every round")
-    rows.append(row)
+        event_checks(row, *event_times(call, 50, torch_stream=True))
+        # the same net seen through its synchronize only (a runtime on a stream of its own): still <= host
+        synced = Row("self: cuda events (synced)", "ok")
+        event_checks(synced, *event_times(call, 50, torch_stream=False))
+    rows += [row, synced]
 
     # CUDA graph replay matches eager
     row = Row("self: cuda graph", "ok")
@@ -199,30 +264,41 @@ def self_check(gpu: Gpu) -> list[Row]:
             ref = inner.outputs(net(torch.from_numpy(xin).to(gpu.device)))[0]
         err = float(abs(out - ref).max())
         row.checks.append(f"{'ok' if err <= 1e-4 else 'VIOLATED'}: replay == eager (max abs {err:.2e})")
-        gt = cuda_event_timer(gpu.device)(TimedCall(lambda: g.run(prepared), g.synchronize), 50)
-        row.p50_ms, row.device_p50_ms = median(gt.host_ms), median(gt.device_ms)
+        event_checks(row, *event_times(TimedCall(lambda: g.run(prepared), g.synchronize), 50, g.torch_stream))
         g.close()
     except Exception as e:
         row.status = "failed"
         row.checks.append(f"VIOLATED: {type(e).__name__}: {e}")
     rows.append(row)
 
-    # energy over ~1 s of work
+    # energy over ~1 s of work, through the energy tracker (its window is start_timed .. stop)
     row = Row("self: energy counter", "ok")
-    try:
-        meter = EnergyMeter(gpu.handle).start()
-        n = 0
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            while time.perf_counter() - t0 < 1.0:
-                net(x)
-                n += 1
-        torch.cuda.synchronize(gpu.device)
-        meter.stop()
-        row.note = f"{meter.delta_mj:.0f} mJ over {meter.window_s:.2f} s, {meter.per_inference_j(n) * 1000:.2f} mJ/call"
-        row.checks.append(f"{'ok' if meter.delta_mj > 0 else 'VIOLATED'}: energy delta > 0")
-    except NvmlUnavailable as e:
-        row.status, row.note = "not supported", str(e)
+    energy = EnergyTracker(batch=1)
+    energy.start()
+    energy.start_timed()
+    n = 0
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        while time.perf_counter() - t0 < 1.0:
+            net(x)
+            n += 1
+    torch.cuda.synchronize(gpu.device)
+    energy.stop(n)
+    rec = {}
+    energy.fill(rec)
+    e = rec["energy"]
+    if e["per_inference_j"] is None:
+        why = rec["null_reasons"]["energy.per_inference_j"]
+        if "not readable on this GPU" in why:
+            row.status, row.note = "not supported", why
+        else:
+            row.checks.append(f"VIOLATED: no energy figure ({why})")
+    else:
+        row.note = (
+            f"{e['per_inference_j'] * 1000:.2f} mJ/call over {e['window_s']:.2f} s, {e['inferences']} calls"
+        )
+        ok = e["per_inference_j"] > 0 and e["inferences"] == n and e["window_s"] >= 1.0
+        row.checks.append(f"{'ok' if ok else 'VIOLATED'}: energy > 0 over the whole window")
     rows.append(row)
     return rows
 
@@ -239,8 +315,8 @@ def missing_model_stack() -> list[str]:
 
 
 def cell_plan(sizes: list[str], shape: int) -> list:
-    from harness.axes import Shape
-    from harness.cell import Cell
+    from harness.core.axes import Shape
+    from harness.core.cell import Cell
 
     s = Shape(shape, shape)
     plan = []
@@ -260,10 +336,43 @@ def cell_plan(sizes: list[str], shape: int) -> list:
     return plan
 
 
+def record_checks(row: Row, rec: dict, torch_allocator: bool) -> None:
+    """What the attempt's GPU trackers wrote into a cuda cell's record: every figure present (or a reason that is a
+    property of the GPU), device time within host time, and figures consistent with the independent sampler."""
+    nr = rec.get("null_reasons") or {}
+    mem = rec.get("memory") or {}
+    lat, dev = rec.get("latency_ms"), rec.get("device_latency_ms")
+    if dev is None:
+        row.checks.append(f"VIOLATED: device_latency_ms null ({nr.get('device_latency_ms')})")
+    else:
+        row.device_p50_ms = dev["p50"]
+        ok = lat is not None and dev["p50"] <= lat["p50"] + 0.05
+        row.checks.append(f"{'ok' if ok else 'VIOLATED'}: device p50 <= host p50 (+0.05)")
+    keys = ["device_peak_used_mib", "device_peak_process_mib"]
+    keys += ["torch_max_allocated_mib", "torch_max_reserved_mib"] if torch_allocator else []
+    for key in keys:
+        if mem.get(key) is None:
+            row.checks.append(f"VIOLATED: memory.{key} null ({nr.get('memory.' + key)})")
+    proc = mem.get("device_peak_process_mib")
+    if proc is not None and row.nvml_process_peak_mb is not None:
+        # over its baseline, the tracker's figure cannot exceed the absolute peak (64 MiB for sampling jitter)
+        ok = 0 < proc <= row.nvml_process_peak_mb + 64
+        row.checks.append(
+            f"{'ok' if ok else 'VIOLATED'}: record process peak {proc:.0f} MiB in (0, absolute peak + 64]"
+        )
+    energy = (rec.get("energy") or {}).get("per_inference_j")
+    why = nr.get("energy.per_inference_j", "")
+    if energy is None and "not readable on this GPU" not in why:
+        row.checks.append(f"VIOLATED: energy.per_inference_j null ({why})")
+    elif energy is not None:
+        row.note = f"{energy * 1000:.2f} mJ/inference" + (f"; {row.note}" if row.note else "")
+    if rec.get("gpu_snapshot") is None:
+        row.checks.append(f"VIOLATED: gpu_snapshot null ({nr.get('gpu_snapshot')})")
+
+
 def run_cells(gpu: Gpu, sizes: list[str], shape: int, out: Path, min_time: float) -> list[Row]:
     from harness import backends
-    from harness.gputiming import cuda_event_timer
-    from harness.runner import CellRunner, RunConfig
+    from harness.execute.attempt import CellRunner, RunConfig
 
     runner = CellRunner(
         RunConfig(
@@ -282,17 +391,17 @@ def run_cells(gpu: Gpu, sizes: list[str], shape: int, out: Path, min_time: float
         row = Row(cell.id, "?")
         sampler = gpu.sampled()
         try:
-            rec = runner.run_cell(cell, timer=cuda_event_timer(gpu.device))
+            rec = runner.run_cell(cell)  # the attempt's trackers fill the GPU figures
         finally:
             sampler.stop()
         row.status = rec["status"]
         row.note = (rec.get("reason") or "")[:160]
         if rec.get("latency_ms"):
             row.p50_ms = rec["latency_ms"]["p50"]
-        if "device_ms" in rec:  # once the runner records RoundTimes.device_ms
-            row.device_p50_ms = median(rec["device_ms"])
         if rec["status"] in ("ok", "parity_failed"):
-            gpu.memory_checks(row, sampler, upper_bound=cell.backend in TORCH_ALLOCATOR_BACKENDS)
+            allocator = cell.backend in TORCH_ALLOCATOR_BACKENDS
+            gpu.memory_checks(row, sampler, upper_bound=allocator)
+            record_checks(row, rec, torch_allocator=allocator)
             if rec["status"] == "parity_failed":
                 row.checks.append(f"VIOLATED: parity {rec['reason']}")
             if backends.get(cell.backend).exports and rec.get("export_s") is not None:
@@ -306,7 +415,7 @@ def executorch_cuda_exports(runner, cell) -> list[Row]:
     from harness import backends
     from harness.backends.base import ExportRequest
     from harness.backends.executorch_cuda import REMEDY_BACKBONE_ONLY
-    from harness.isolate import run_export
+    from harness.execute.isolate import run_export
 
     backend = backends.get(cell.backend)
     reason = backend.unsupported(cell) or backend.probe(cell.device)
@@ -318,28 +427,15 @@ def executorch_cuda_exports(runner, cell) -> list[Row]:
             continue
         mat = runner.materialize(cell)
         out_dir = runner.config.cache_dir / "gpu-check-exports" / (cell.id + ("-" + remedy if remedy else ""))
-        req = ExportRequest(
-            backend=cell.backend,
-            device=cell.device,
-            checkpoint=str(mat.checkpoint),
-            size=cell.size,
-            task=cell.task,
-            head=cell.head,
-            height=cell.shape.height,
-            width=cell.shape.width,
-            dynamic=False,
-            batch=cell.batch,
-            precision=cell.precision,
-            out_dir=str(out_dir),
-            options={"remedy": remedy} if remedy else {},
-        )
+        req = ExportRequest.for_cell(cell, mat.checkpoint, out_dir, {"remedy": remedy} if remedy else {})
         outcome = run_export(req, runner.config.run_dir / "logs" / f"{cell.id}-{remedy or 'full'}.log", 1800)
         status = "exported" if outcome.status == "ok" else outcome.status
         note = (outcome.message or "").splitlines()[0][:160] if outcome.message else ""
         if outcome.status == "ok":
             note = f"export {outcome.export_s:.1f}s, ops {outcome.info.get('ops')}"
-            if backend.export_only:
-                note += f"; not run: {backend.export_only_reason}"
+            not_run = backend.export_only_reason(cell)
+            if not_run:
+                note += f"; not run: {not_run}"
         rows.append(Row(name, status, note=note))
     return rows
 
@@ -367,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         print(f"gpu_check: cannot run: torch is not installed ({e})")
         return 3
-    from harness.nvml import NvmlUnavailable, gpu_env
+    from harness.measure.nvml import NvmlUnavailable, gpu_env
 
     print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), python {sys.version.split()[0]}")
     env = gpu_env()

@@ -1,11 +1,13 @@
 """Harness timing overhead: the harness's p50 for a cell against a bare loop over the same loaded runtime.
 
-    .venv/bin/python benchmarks/overhead.py [--size n] [--shape 640] [--rounds 200] [--repeats 3]
+    .venv/bin/python benchmarks/overhead.py [--size n] [--shape 640] [--rounds 200] [--repeats 3] [--threads N]
 
 For onnxruntime and openvino (CPU), in one process and alternating, it runs the cell through the harness
 (CellRunner: isolated export or cache hit, load, warm-up, timed rounds with the harness's timed call), then times a
 bare loop calling the very session / compiled model the harness loaded (`session.run`, `request.infer`), with the
-same input and round count. Prints both p50s and the ratio; exits 1 when the median ratio is off by more than 3%.
+same input and round count. Both run under the same thread budget (`--threads`, default the physical cores), which
+the harness gives the runtime at load; the threads the runtime reports are printed. Prints both p50s and the ratio;
+exits 1 when the median ratio is off by more than 3%.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.axes import Shape
-from harness.cell import Cell
-from harness.inputs import letterboxed
-from harness.runner import CellRunner, RunConfig
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.core.threads import physical_cores, set_budget
+from harness.execute.attempt import CellRunner, RunConfig
+from harness.yolo.inputs import letterboxed
 
 
 def bare_loop(fn, rounds: int) -> float:
@@ -48,11 +51,16 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cache-dir", default=".cache/yolo26-bench")
     ap.add_argument("--limit", type=float, default=0.03)
+    ap.add_argument(
+        "--threads", type=int, default=physical_cores(), help="CPU thread budget (default: cores)"
+    )
     a = ap.parse_args(argv)
+    set_budget(a.threads)
     shape = Shape.parse(a.shape)
     out = Path(tempfile.mkdtemp(prefix="overhead-"))
     worst = 0.0
-    print(f"{'backend':<12} {'repeat':>6} {'harness p50':>12} {'bare p50':>10} {'ratio':>7}")
+    print(f"thread budget {a.threads}")
+    print(f"{'backend':<12} {'repeat':>6} {'threads':>7} {'harness p50':>12} {'bare p50':>10} {'ratio':>7}")
     for backend in ("onnxruntime", "openvino"):
         ratios = []
         for i in range(a.repeats):
@@ -62,6 +70,7 @@ def main(argv=None) -> int:
                 cache_dir=Path(a.cache_dir),
                 rounds=a.rounds,
                 warmup=5,
+                threads=a.threads,
             )
             cr = CellRunner(cfg, progress=lambda m: None)
             rec = cr.run_cell(Cell(a.size, "detect", "e2e", backend, "cpu", shape))
@@ -77,7 +86,7 @@ def main(argv=None) -> int:
             bare = bare_loop(fn, a.rounds)
             h = rec["latency_ms"]["p50"]
             ratios.append(h / bare)
-            print(f"{backend:<12} {i:>6} {h:>12.3f} {bare:>10.3f} {h / bare:>7.3f}")
+            print(f"{backend:<12} {i:>6} {rec['threads']!s:>7} {h:>12.3f} {bare:>10.3f} {h / bare:>7.3f}")
         med = statistics.median(ratios)
         worst = max(worst, abs(med - 1))
         print(f"{backend:<12} median ratio harness/bare = {med:.3f}")

@@ -10,7 +10,6 @@ The numbers inside the synthetic records are made up for this benchmark only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -18,9 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.axes import GFLOPS_640, Shape
-from harness.cell import Cell
-from harness.records import Latency, RecordWriter, new_record
+from harness import SCHEMA_VERSION
+from harness.core.axes import GFLOPS_640, Shape
+from harness.core.cell import Cell
+from harness.core.record import Energy, Latency, Memory, new_record
+from harness.core.results_dir import RecordWriter, write_env
 
 LIMIT_S = 5.0
 LIMIT_BYTES = 2 * 1024 * 1024
@@ -53,19 +54,25 @@ def _record(run_id: str, cell: Cell, rng: random.Random, status: str, device_gpu
             export_s=rng.uniform(2, 60),
             load_s=rng.uniform(0.1, 2),
             precision_executed=cell.precision,
-            memory={
-                "host_peak_rss_mb": rng.uniform(500, 3000),
-                "host_peak_delta_mb": rng.uniform(50, 900),
-                "device_peak_used_mb": rng.uniform(400, 4000) if device_gpu else None,
-                "device_peak_process_mb": rng.uniform(100, 3000) if device_gpu else None,
-                "torch_max_allocated_mb": None,
-                "torch_max_reserved_mb": None,
-                "energy_per_inference_j": rng.uniform(0.1, 3) if device_gpu else None,
-                "source": "psutil RSS at 100 Hz" + ("; NVML at 100 Hz" if device_gpu else ""),
-            },
+            precision_source="synthetic",
+            threads=16,
+            threads_requested=16,
+            memory=Memory(
+                host_peak_rss_mib=rng.uniform(500, 3000),
+                host_peak_delta_mib=rng.uniform(50, 900),
+                device_peak_used_mib=rng.uniform(400, 4000) if device_gpu else None,
+                device_peak_process_mib=rng.uniform(100, 3000) if device_gpu else None,
+                source="psutil RSS at 100 Hz" + ("; NVML at 100 Hz" if device_gpu else ""),
+            ).to_dict(),
+            energy=Energy(
+                per_inference_j=rng.uniform(0.1, 3) if device_gpu else None,
+                window_s=2.0 if device_gpu else None,
+                inferences=50 if device_gpu else None,
+                source="NVML total energy counter" if device_gpu else "",
+            ).to_dict(),
         )
         rec["null_reasons"].update(
-            {"memory.torch_max_allocated_mb": "torch CUDA allocator not used by this cell"}
+            {"memory.torch_max_allocated_mib": "torch CUDA allocator not used by this cell"}
         )
     elif status == "skipped":
         rec["reason"] = "excluded: not selected on this machine (matrix.yaml)"
@@ -145,14 +152,16 @@ def write_run(root: Path, run_id: str, gpu: bool, n_cells: int, rng: random.Rand
                     writer.write(remedy)
                     written += 1
     env = {
+        "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "started_at": "2026-11-20T10:00:00+00:00",
         "git_commit": "0" * 40,
         "host": {"hostname": f"bench-{run_id}", "cpu_model": "Synthetic CPU", "cpu_cores_logical": 16},
         "gpu": [{"name": "NVIDIA H100 80GB HBM3", "driver": "570.86.15"}] if gpu else [],
         "libraries": {"torch": "2.13.0"},
+        "threads": {"budget": 16, "physical_cores": 16, "source": "physical cores (default)"},
     }
-    (run_dir / "env.json").write_text(json.dumps(env))
+    write_env(run_dir, env)
     return run_dir
 
 

@@ -8,4 +8,4 @@ os.environ.setdefault("YOLO_AUTOINSTALL", "0")
 os.environ.setdefault("YOLO_VERBOSE", "False")
 
 __version__ = "0.1.0"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2

@@ -1,4 +1,4 @@
-"""`python -m harness COMMAND ...`: report, compare, merge, import, cells (list the matrix)."""
+"""`python -m harness COMMAND ...`: report, import, compare, merge."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ USAGE = """usage: python -m harness COMMAND [ARGS]
 
 commands:
   report RESULTS_DIR... [-o OUT]   render the static HTML report (reports/<run_id>/index.html)
-  import RESULTS_DIR...            import runs into the history database
+  import RESULTS_DIR...            import runs into the history database (--results-dir DIR: the suite's
+                                   results dir, whose history.sqlite is the default; or --db PATH)
   compare [RUN] [--baseline ...]   compare a run with its history; non-zero exit on regressions
+                                   (--results-dir DIR / --db PATH as for import)
   merge RESULTS_DIR... -o OUT      merge runs from several machines into one results dir
 """
 

@@ -3,7 +3,7 @@
 Run with `pytest suites/ --benchmark-only`; select with --profile, --sizes, --backends, --shapes, ... (README).
 """
 
-from harness.pytest_plugin import run_cell_test
+from harness.pytest_plugin.plugin import run_cell_test
 
 
 def test_cell(cell, bench_session, benchmark):

@@ -1,7 +1,7 @@
 import pytest
 
-from harness.axes import SIZES, SelectionError, Shape, parse_batches, parse_list, parse_shapes
-from harness.cell import Cell
+from harness.core.axes import SIZES, SelectionError, Shape, parse_batches, parse_list, parse_shapes
+from harness.core.cell import Cell
 
 
 def test_shape_parse_forms():

@@ -295,10 +295,10 @@ def test_patterns_are_validated():
 @pytest.mark.export
 def test_real_dynamic_export_is_a_guard_violation(tmp_path):
     """torch.export of yolo26n with free height/width over 320..1280 fails on torch's guards (FACTS: ~11 s)."""
+    from harness.backends._shared.executorch_export import exported_program
     from harness.backends.base import ExportRequest
-    from harness.backends.executorch_common import exported_program
-    from harness.dynamic import dynamic_shapes_spec
-    from harness.models import ModelSource, materialize
+    from harness.yolo.dynamic import dynamic_shapes_spec
+    from harness.yolo.models import ModelSource, materialize
 
     assert dynamic_shapes_spec({})[0][2].min == 320  # the free range this test relies on
     mat = materialize(ModelSource("n", "detect"), tmp_path / "cache")

@@ -13,8 +13,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.export]
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     """One ONNX and one OpenVINO export of yolo26n (end-to-end head) at 320, shared by this module's tests."""
-    from harness.backends.ultralytics_export import export_with_ultralytics
-    from harness.models import ModelSource, materialize
+    from harness.backends._shared.ultralytics_export import export_with_ultralytics
+    from harness.yolo.models import ModelSource, materialize
 
     root = tmp_path_factory.mktemp("coverage")
     mat = materialize(ModelSource("n", "detect"), root / "cache")

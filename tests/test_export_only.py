@@ -9,7 +9,7 @@ import pytest
 
 from harness import backends
 from harness.backends.base import BackendUnavailable, ExportRequest
-from harness.isolate import run_export
+from harness.execute.isolate import run_export
 
 TARGETS = {
     "executorch-vulkan": "vulkan",
@@ -98,7 +98,7 @@ def _request(backend: str, device: str, precision: str, checkpoint: str, out: Pa
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> str:
-    from harness.models import ModelSource, materialize
+    from harness.yolo.models import ModelSource, materialize
 
     return str(materialize(ModelSource("n", "detect"), tmp_path_factory.mktemp("cache")).checkpoint)
 

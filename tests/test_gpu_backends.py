@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from harness import backends
-from harness.axes import Shape
-from harness.cell import Cell
-from harness.runner import CellRunner, RunConfig
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.execute.attempt import CellRunner, RunConfig
 
 S320 = Shape(320, 320)
 
@@ -135,15 +135,17 @@ def test_executorch_cuda_decides_export_only_at_probe_time(monkeypatch):
     b = backends.get("executorch-cuda")
     assert b.probe("cuda") is None
     assert "CudaBackend" not in runtime_backends()  # the PyPI wheel's runtime
-    assert b.export_only is True
-    assert "no CudaBackend" in b.export_only_reason and "XnnpackBackend" in b.export_only_reason
-    assert type(b).export_only is False, "decided per instance, not for the class"
+    reason = b.export_only_reason(None)
+    assert "no CudaBackend" in reason and "XnnpackBackend" in reason
+    assert type(b).export_only is False, "decided per host, not for the class"
+    # a fresh instance (the harness probes on one and runs the cell on another) reaches the same decision
+    assert backends.get("executorch-cuda").export_only_reason(None) == reason
 
 
 # -- backbone-only (the seeds' hybrid), real model on the CPU ------------------------------------------------------
 @pytest.fixture(scope="module")
 def yolo26n_checkpoint(cache_dir):
-    from harness.models import ModelSource, materialize
+    from harness.yolo.models import ModelSource, materialize
 
     return materialize(ModelSource("n", "detect"), cache_dir).checkpoint
 
@@ -159,8 +161,8 @@ def test_backbone_only_plus_host_topk_equals_the_full_e2e_model(yolo26n_checkpoi
         postprocess_spec,
     )
     from harness.backends.torch_eager import TorchRunner, flatten_outputs
-    from harness.inputs import letterboxed
-    from harness.models import prepared_model
+    from harness.yolo.inputs import letterboxed
+    from harness.yolo.models import prepared_model
 
     model = prepared_model(yolo26n_checkpoint, "e2e", (320, 320))
     x = letterboxed(320, 320, 1)
@@ -191,7 +193,7 @@ def test_backbone_only_plus_host_topk_equals_the_full_e2e_model(yolo26n_checkpoi
 @pytest.mark.slow
 def test_backbone_only_refuses_the_raw_head(yolo26n_checkpoint):
     from harness.backends.executorch_cuda import backbone_only
-    from harness.models import prepared_model
+    from harness.yolo.models import prepared_model
 
     with pytest.raises(ValueError, match="applies to head=e2e"):
         backbone_only(prepared_model(yolo26n_checkpoint, "raw", (320, 320)))
@@ -203,7 +205,7 @@ def test_io_binding_runner_pins_outputs_and_matches_session_run(tmp_path):
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    from harness.backends.onnxruntime_cuda import OrtIOBindingRunner
+    from harness.backends._shared.ort_iobinding import OrtIOBindingRunner
 
     w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
     graph = helper.make_graph(
@@ -226,7 +228,7 @@ def test_io_binding_runner_pins_outputs_and_matches_session_run(tmp_path):
     x = np.random.default_rng(1).random((1, 3, 8, 8), dtype=np.float32)
     ref = session.run(None, {"images": x})
 
-    r = OrtIOBindingRunner(session, "fp32", device_id=0, device_type="cpu")
+    r = OrtIOBindingRunner(session, ("fp32", "test: given", None), device_id=0, device_type="cpu")
     assert r.timing_scope == "model"
     prepared = r.prepare(x)
     first = r.outputs(r.run(prepared))
@@ -239,32 +241,142 @@ def test_io_binding_runner_pins_outputs_and_matches_session_run(tmp_path):
     r.close()
 
 
-# -- GPU timing interfaces (their CUDA halves await a GPU) ---------------------------------------------------------
-def test_round_times_is_a_timer_result_with_device_times_beside_it():
-    from harness.gputiming import RoundTimes
-    from harness.records import Latency
+# -- GPU timing: the CUDA-event tracker (its events are faked: a CPU machine has none) and the CUDA-graph variant ---
+class FakeCuda:
+    """torch.cuda's events over a clock the test advances: each record() logs "event" and reads the clock."""
 
-    t = RoundTimes([2.0, 1.0, 3.0], [1.5, 0.8, 2.5], "scope")
-    assert t == [2.0, 1.0, 3.0] and t.host_ms == [2.0, 1.0, 3.0] and t.device_ms == [1.5, 0.8, 2.5]
-    assert Latency.from_samples(t, "model").p50 == 2.0
-    with pytest.raises(ValueError):
-        RoundTimes([1.0], [], "scope")
+    def __init__(self) -> None:
+        self.clock = 0.0
+        self.log: list[str] = []
+
+    def Event(self, enable_timing=False):
+        assert enable_timing
+        return FakeEvent(self)
+
+    def synchronize(self):
+        self.log.append("sync")
 
 
-def test_timed_call_runs_then_waits_and_the_event_timer_refuses_a_cpu_device():
-    from harness.gputiming import TimedCall, cuda_event_timer
+class FakeEvent:
+    def __init__(self, cuda: FakeCuda) -> None:
+        self.cuda, self.t = cuda, None
 
-    seen = []
-    TimedCall(lambda: seen.append("run"), lambda: seen.append("wait"))()
-    assert seen == ["run", "wait"]
-    with pytest.raises(ValueError, match="CUDA events time CUDA devices"):
-        cuda_event_timer("cpu")(lambda: None, 3)
+    def record(self):
+        self.t = self.cuda.clock
+        self.cuda.log.append("event")
+
+    def elapsed_time(self, end):
+        return end.t - self.t
+
+
+def _round(cuda: FakeCuda):
+    """A TimedCall whose run takes 2 ms on the device and whose wait adds 1 ms."""
+    from harness.measure.timing import TimedCall
+
+    def run():
+        cuda.log.append("run")
+        cuda.clock += 2.0
+
+    def wait():
+        cuda.log.append("wait")
+        cuda.clock += 1.0
+
+    return TimedCall(run, wait)
+
+
+@pytest.mark.parametrize(
+    "torch_stream, order, device_ms",
+    [
+        (True, ["event", "run", "event", "wait"], 2.0),  # the end event is enqueued before the host waits
+        (False, ["event", "run", "wait", "event"], 3.0),  # own stream: seen through its synchronize only
+    ],
+)
+def test_cuda_event_tracker_splits_the_round_before_the_wait_on_torch_stream(torch_stream, order, device_ms):
+    from harness.measure.cuda_timing import SYNCED_SCOPE, TORCH_STREAM_SCOPE, CudaEventTracker
+    from harness.measure.timing import TimedCall
+
+    cuda = FakeCuda()
+    t = CudaEventTracker(cuda=cuda)
+    t.bind(types.SimpleNamespace(torch_stream=torch_stream))
+    call = t.wrap(_round(cuda))
+    assert isinstance(call, TimedCall), "later trackers still see the split"
+    call()  # warm-up: no events
+    assert cuda.log == ["run", "wait"]
+    cuda.log.clear()
+    t.start_timed()
+    for _ in range(3):
+        call()
+    assert cuda.log == order * 3
+    t.stop(3)
+    call()  # after the timed rounds (not recorded)
+    rec = {}
+    t.fill(rec)
+    lat = rec["device_latency_ms"]
+    assert rec["device_samples_ms"] == [device_ms] * 3
+    assert lat["p50"] == device_ms and lat["rounds"] == 3
+    assert lat["timing_scope"] == (TORCH_STREAM_SCOPE if torch_stream else SYNCED_SCOPE)
+    assert "null_reasons" not in rec
+
+
+def test_cuda_event_tracker_on_a_plain_call_spans_the_whole_call():
+    from harness.measure.cuda_timing import SYNCED_SCOPE, CudaEventTracker
+
+    cuda = FakeCuda()
+    t = CudaEventTracker(cuda=cuda)
+    t.bind(types.SimpleNamespace(torch_stream=True))
+    split = _round(cuda)
+    call = t.wrap(lambda: split())  # opaque: the tracker cannot see where the wait starts
+    t.start_timed()
+    call()
+    t.stop(1)
+    rec = {}
+    t.fill(rec)
+    assert cuda.log == ["event", "run", "wait", "event", "sync"]
+    assert rec["device_samples_ms"] == [3.0] and rec["device_latency_ms"]["timing_scope"] == SYNCED_SCOPE
+
+
+def test_cuda_event_tracker_null_reasons():
+    from harness.measure.cuda_timing import CudaEventTracker
+
+    cuda = FakeCuda()
+    t = CudaEventTracker(cuda=cuda)
+    call = t.wrap(_round(cuda))
+    t.start_timed()
+    call()
+    t.stop(2)  # the timer ran the call once for two rounds: the events are not the rounds
+    t.fill(rec := {})
+    assert rec["device_latency_ms"] is None
+    assert (
+        rec["null_reasons"]["device_latency_ms"] == "1 CUDA event pairs for 2 timed rounds: they do not match"
+    )
+    t.start_timed()
+    t.stop(0)
+    t.fill(rec := {})
+    assert rec["null_reasons"]["device_samples_ms"] == "no timed round completed"
+    t = CudaEventTracker(cuda=cuda)
+    t.fill(rec := {})  # load failed: the attempt fills without timed rounds
+    assert rec["null_reasons"]["device_latency_ms"] == "the timed rounds did not finish"
+
+
+@cpu_machine
+def test_cuda_event_tracker_without_cuda_leaves_the_call_alone_and_says_why():
+    from harness.measure.cuda_timing import CudaEventTracker
+    from harness.measure.timing import TimedCall
+
+    t = CudaEventTracker()
+    call = TimedCall(lambda: None, lambda: None)
+    assert t.cuda is None and t.wrap(call) is call
+    t.start_timed()
+    call()
+    t.stop(1)
+    t.fill(rec := {})
+    assert rec["null_reasons"]["device_latency_ms"].startswith("no CUDA device visible to torch")
 
 
 def test_cudagraph_variant_is_a_cuda_only_backend_of_its_own():
     from harness.backends.aoti import Aoti
+    from harness.backends.cudagraph import cudagraph_backend
     from harness.backends.executorch_xnnpack import ExecuTorchXnnpack
-    from harness.gputiming import cudagraph_backend
 
     v = cudagraph_backend(Aoti)
     assert (
@@ -273,6 +385,28 @@ def test_cudagraph_variant_is_a_cuda_only_backend_of_its_own():
     assert v.run_single_threaded is True and Aoti.run_single_threaded is False
     with pytest.raises(ValueError, match="no cuda device"):
         cudagraph_backend(ExecuTorchXnnpack)
+
+
+def test_cudagraph_runner_reports_what_the_inner_runner_read():
+    """Construction touches no CUDA device, so the forwarding is checked on a CPU runner."""
+    import torch
+
+    from harness.backends.cudagraph import CudaGraphRunner
+    from harness.backends.torch_eager import TorchRunner
+
+    inner = TorchRunner(torch.nn.Conv2d(3, 4, 3), "cpu", torch.float32)
+    inner.compile_s = 1.5
+    g = CudaGraphRunner(inner, "cuda")
+    assert (g.precision_executed, g.precision_source, g.precision_detail) == (
+        inner.precision_executed,
+        inner.precision_source,
+        inner.precision_detail,
+    )
+    assert g.precision_executed == "fp32" and g.compile_s == 1.5 and g.timing_scope == inner.timing_scope
+    assert g.cpu_threads() == inner.cpu_threads()
+    assert g.torch_stream is True, (
+        "replays run on torch's stream: the CUDA-event tracker splits before the wait"
+    )
 
 
 # -- real CPU runs through the core --------------------------------------------------------------------------------

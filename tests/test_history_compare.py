@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.results_dir import HistoryError
 from harness.history import query
 from harness.history.cli import main_compare
 from harness.history.compare import BaselineSpec, Thresholds, compare_run
-from harness.history.rundir import HistoryError
 from harness.history.store import connect, import_run_dir
 from harness.history.synthetic import Noise, cell, make_env, make_record, noisy_samples, write_run
 
-# name -> (cell, p50 ms, device memory MB)
+# name -> (cell, p50 ms, device memory MiB)
 CELLS = {
     "ort-n": (cell("onnxruntime", "n"), 2.1, 900.0),
     "ort-s": (cell("onnxruntime", "s"), 3.4, 1100.0),
@@ -50,7 +50,7 @@ def build_run(
             noisy_samples(rng, p50 * drift * factor.get(name, 1.0), ROUNDS, NOISE) if st == "ok" else None
         )
         m = mem.get(name, dev_mem)
-        records.append(make_record(run_id, c, status=st, samples_ms=samples, device_mem_mb=m))
+        records.append(make_record(run_id, c, status=st, samples_ms=samples, device_mem_mib=m))
     return write_run(root, env, records)
 
 

@@ -6,11 +6,12 @@ import json
 import random
 from pathlib import Path
 
+from harness.core.record import RECORD_FIELDS
+from harness.core.results_dir import read_records
 from harness.history import report_data
 from harness.history.cli import main_compare, main_merge
 from harness.history.store import import_run_dir
 from harness.history.synthetic import Noise, cell, make_env, make_record, noisy_samples, write_run
-from harness.records import RECORD_FIELDS, read_records
 
 CELLS = [cell("tensorrt", "n"), cell("onnxruntime", "n"), cell("torch", "s")]
 MACHINES = {"h100-box": ("NVIDIA H100 80GB HBM3", 1.0), "l4-box": ("NVIDIA L4", 2.5)}
@@ -28,7 +29,7 @@ def machine_run(root: Path, host: str, i: int, *, slow: float = 1.0, status: str
         samples = (
             noisy_samples(rng, (1.5 + k) * scale * factor, 40, Noise(run_sigma=0.01)) if st == "ok" else None
         )
-        recs.append(make_record(run_id, c, status=st, samples_ms=samples, device_mem_mb=600.0))
+        recs.append(make_record(run_id, c, status=st, samples_ms=samples, device_mem_mib=600.0))
     return write_run(root / host, env, recs)
 
 

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from harness import SCHEMA_VERSION
+from harness.core.results_dir import ImportRefused
 from harness.history.cli import main_import
 from harness.history.fingerprint import fingerprint_from_env
-from harness.history.rundir import ImportRefused, normalize_time
+from harness.history.rundir import normalize_time
 from harness.history.store import connect, import_run_dir
 from harness.history.synthetic import Noise, cell, make_env, make_record, noisy_samples, write_run
 
@@ -24,7 +26,7 @@ def make_run(root: Path, i: int, seed: int = 0, cells=CELLS, hostname: str = "gp
     run_id = f"run-{i:03d}"
     env = make_env(run_id, f"2026-10-{i:02d}T03:00:00Z", hostname=hostname)
     recs = [
-        make_record(run_id, c, samples_ms=noisy_samples(rng, 2.0 + k, 30, Noise()), device_mem_mb=800.0)
+        make_record(run_id, c, samples_ms=noisy_samples(rng, 2.0 + k, 30, Noise()), device_mem_mib=800.0)
         for k, c in enumerate(cells)
     ]
     return write_run(root, env, recs)
@@ -69,13 +71,13 @@ def test_database_is_wal_with_the_samples_and_fingerprint(tmp_path):
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         fp = json.loads(conn.execute("SELECT fingerprint FROM series").fetchone()[0])
-        assert fp["gpu_models"] == ["NVIDIA H100 80GB HBM3"] and fp["schema_version"] == 1
+        assert fp["gpu_models"] == ["NVIDIA H100 80GB HBM3"] and fp["schema_version"] == SCHEMA_VERSION
         assert fp["libraries"]["torch"] == "2.13.0" and "openvino" not in fp["libraries"]
         samples = json.loads(conn.execute("SELECT samples FROM cells LIMIT 1").fetchone()[0])
         assert len(samples) == 30
     finally:
         conn.close()
-    assert result.series_id == fingerprint_from_env(make_env("a", "b"), 1).series_id
+    assert result.series_id == fingerprint_from_env(make_env("a", "b"), SCHEMA_VERSION).series_id
 
 
 def test_fingerprint_separates_what_changes_performance():
@@ -109,7 +111,7 @@ def test_start_times_are_normalised_to_utc():
 def _write_foreign(run_dir: Path) -> None:
     lines = (run_dir / "cells.jsonl").read_text().splitlines()
     rec = json.loads(lines[-1])
-    rec["schema_version"] = 2
+    rec["schema_version"] = 99
     lines[-1] = json.dumps(rec)
     (run_dir / "cells.jsonl").write_text("\n".join(lines) + "\n")
 
@@ -120,11 +122,13 @@ def test_foreign_schema_record_is_refused_and_nothing_changes(tmp_path, caplog):
     before = dump(db)
     foreign = make_run(tmp_path, 2)
     _write_foreign(foreign)
-    with pytest.raises(ImportRefused, match=r"schema_version 2 is not 1"):
+    with pytest.raises(
+        ImportRefused, match=r"cells\.jsonl:\d+: record schema_version 99 is not one this harness reads"
+    ):
         import_run_dir(db, foreign)
     assert dump(db) == before
     assert main_import([str(foreign), "--db", str(db)]) == 2
-    assert "schema_version 2" in caplog.text
+    assert "schema_version 99" in caplog.text
     assert dump(db) == before
     # A foreign env.json is refused the same way.
     env_foreign = make_run(tmp_path, 3)

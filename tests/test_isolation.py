@@ -10,7 +10,7 @@ import pytest
 
 from harness.backends.base import ExportRequest
 from harness.diagnosis import classify
-from harness.isolate import run_export
+from harness.execute.isolate import run_export
 
 REPO = Path(__file__).resolve().parents[1]
 FAULTS = ("tests.fault_backends",)

@@ -1,8 +1,8 @@
 import pytest
 
 from harness import backends
-from harness.axes import SelectionError, Shape
-from harness.matrix import Selection, build
+from harness.core.axes import SelectionError, Shape
+from harness.plan.matrix import Selection, build
 
 
 def _pairs():

@@ -2,7 +2,7 @@ import time
 
 import numpy as np
 
-from harness.memory import MB, PeakProbe, Sampler, rss_probe
+from harness.measure.host_memory import MB, PeakProbe, Sampler, rss_probe
 
 
 def test_rss_sampler_sees_a_real_allocation_peak():

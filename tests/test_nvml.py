@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.memory import Sampler
-from harness.nvml import (
+from harness.measure.host_memory import Sampler
+from harness.measure.nvml import (
     EnergyMeter,
     NvmlUnavailable,
     gpu_env,
@@ -274,6 +274,173 @@ def test_gpu_env_from_nvml_alone():
     assert env["driver"] == "580.65.06" and env["cuda_driver"] == "13.0"
     assert env["pci_bus_id"] == "00000000:18:00.0"
     assert env["clocks_at_start"]["sm_clock_mhz"] == 1980
+
+
+# -- the trackers over fake handles --------------------------------------------------------------------------------
+class FakeAllocator:
+    """torch.cuda's allocator statistics, which a CPU machine cannot have: peaks since the last reset."""
+
+    def __init__(self) -> None:
+        self.resets = 0
+        self.allocated = self.reserved = 0
+
+    def reset_peak_memory_stats(self):
+        self.resets += 1
+
+    def max_memory_allocated(self):
+        return self.allocated
+
+    def max_memory_reserved(self):
+        return self.reserved
+
+
+def _cuda_cell():
+    from harness.core.axes import Shape
+    from harness.core.cell import Cell
+
+    return Cell("n", "detect", "e2e", "torch-eager", "cuda", Shape(320, 320), batch=2)
+
+
+def _wait_for_samples(sampler, n: int = 3) -> None:
+    seen, deadline = sampler.samples, time.monotonic() + 5
+    while sampler.samples < seen + n and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def test_gpu_memory_tracker_fills_peaks_over_the_baseline_before_load():
+    from harness.core.record import new_record
+    from harness.measure.gpu_memory import GpuMemoryTracker
+
+    # device-wide: 10 GiB before load (other tenants), a 4 GiB spike, then 12 GiB; this process: 1 -> 3 -> 2 GiB
+    h = device(
+        "00000000:3B:00.0",
+        used=[10 * GiB, 11 * GiB, 14 * GiB, 12 * GiB],
+        procs=[(PID, GiB), (PID + 9, 8 * GiB)],
+    )
+    alloc = FakeAllocator()
+    t = GpuMemoryTracker(nvml=FakeNvml([h]), handle=h, cuda=alloc, hz=500)
+    t.start()
+    assert alloc.resets == 1 and t.sampler.get("device_process").baseline == GiB
+    h["procs"] = [(PID, 3 * GiB), (PID + 9, 8 * GiB)]
+    alloc.allocated, alloc.reserved = 1.5 * GiB, 2 * GiB
+    _wait_for_samples(t.sampler)
+    h["procs"] = [(PID, 2 * GiB), (PID + 9, 8 * GiB)]
+    t.stop(10)
+    alloc.allocated = alloc.reserved = 50 * GiB  # after stop (parity, the next cell): not this cell's figures
+    rec = new_record("r", _cuda_cell(), "random-init:0")
+    rec["memory"] = {"host_peak_rss_mib": 900.0, "source": "kernel peak-RSS high-water mark"}
+    t.fill(rec)
+    mem = rec["memory"]
+    assert mem["device_peak_used_mib"] == 4096 and mem["device_peak_process_mib"] == 2048
+    assert mem["torch_max_allocated_mib"] == 1536 and mem["torch_max_reserved_mib"] == 2048
+    assert mem["host_peak_rss_mib"] == 900.0, "the host tracker's figures are kept"
+    assert mem["source"].startswith("kernel peak-RSS high-water mark; NVML device-wide and this process's")
+    assert "peaks over the baseline before load" in mem["source"]
+    assert not any(k.startswith("memory.") for k in rec["null_reasons"])
+    assert rec["gpu_snapshot"]["sm_clock_mhz"] == 1980 and "gpu_snapshot" not in rec["null_reasons"]
+    assert not t.sampler._thread.is_alive()
+
+
+def test_gpu_memory_tracker_says_why_a_process_figure_is_missing():
+    from harness.measure.gpu_memory import GpuMemoryTracker
+
+    # a container with its own PID namespace: NVML lists the host pid, never ours
+    h = device("00000000:3B:00.0", used=[GiB, 2 * GiB], procs=[(PID + 7, GiB)])
+    t = GpuMemoryTracker(nvml=FakeNvml([h]), handle=h, cuda=FakeAllocator(), hz=500)
+    t.start()
+    t.stop(3)
+    rec = {"memory": {}}
+    t.fill(rec)
+    assert rec["memory"]["device_peak_used_mib"] == 1024
+    assert rec["memory"]["device_peak_process_mib"] is None
+    assert "NVML reports host PIDs" in rec["null_reasons"]["memory.device_peak_process_mib"]
+
+    h["procs"] = [(PID, None)]  # Windows WDDM
+    t = GpuMemoryTracker(nvml=FakeNvml([h]), handle=h, cuda=FakeAllocator(), hz=500)
+    t.start()
+    t.stop(3)
+    rec = {}
+    t.fill(rec)
+    assert "does not report per-process memory" in rec["null_reasons"]["memory.device_peak_process_mib"]
+
+
+def test_gpu_memory_tracker_stops_its_thread_when_the_attempt_fails_before_stop():
+    from harness.measure.gpu_memory import GpuMemoryTracker
+
+    h = device("00000000:3B:00.0", procs=[(PID, GiB)])
+    t = GpuMemoryTracker(nvml=FakeNvml([h]), handle=h, cuda=FakeAllocator(), hz=500)
+    t.start()
+    rec = {}
+    t.fill(rec)  # a load failure: fill without stop
+    assert not t.sampler._thread.is_alive()
+    assert rec["memory"]["device_peak_used_mib"] == 0.0  # what was seen until the failure
+
+
+def test_gpu_memory_tracker_without_an_nvml_match_gives_the_lookup_reason():
+    from harness.measure.gpu_memory import GpuMemoryTracker
+
+    nv = three_gpus()
+    t = GpuMemoryTracker(nvml=nv, cuda=FakeAllocator())  # the real lookup: torch has no CUDA device here
+    t.start()
+    t.stop(1)
+    rec = {}
+    t.fill(rec)
+    assert t.reason and rec["null_reasons"]["memory.device_peak_used_mib"] == t.reason
+    assert rec["null_reasons"]["gpu_snapshot"] == t.reason
+    assert rec["memory"]["torch_max_reserved_mib"] == 0.0  # the allocator is still read
+
+
+def test_energy_tracker_counts_the_timed_rounds_only():
+    from harness.measure.energy import EnergyTracker
+
+    h = device("00000000:3B:00.0", energy=[100])
+    t = EnergyTracker(batch=2, nvml=FakeNvml([h]), handle=h, min_window_s=0.0)
+    t.start()
+    h["energy"] = [1000]  # load and warm-up drew 900 mJ that must not count
+    t.start_timed()
+    h["energy"] = [3000]  # 2000 mJ over the timed rounds
+    t.stop(4)
+    h["energy"] = [99_999]  # parity and the next cell: not counted either
+    rec = {}
+    t.fill(rec)
+    e = rec["energy"]
+    assert e["per_inference_j"] == pytest.approx(2.0 / 8) and e["inferences"] == 8
+    assert e["window_s"] is not None and e["window_s"] >= 0
+    assert e["source"].startswith("NVML total-energy counter") and "over the timed rounds" in e["source"]
+    assert "null_reasons" not in rec
+
+
+def test_energy_tracker_null_reasons():
+    from harness.measure.energy import EnergyTracker
+
+    h = device("00000000:3B:00.0", energy=NotSupported())
+    t = EnergyTracker(nvml=FakeNvml([h]), handle=h)
+    t.start()
+    t.start_timed()
+    t.stop(5)
+    rec = {}
+    t.fill(rec)
+    assert rec["energy"]["per_inference_j"] is None
+    assert rec["null_reasons"]["energy.per_inference_j"] == (
+        "energy counter not readable on this GPU: Not Supported"
+    )
+
+    h["energy"] = [10, 20]
+    t = EnergyTracker(nvml=FakeNvml([h]), handle=h, min_window_s=60.0)
+    t.start()
+    rec = {}
+    t.stop(0)  # load failed: no timed rounds
+    t.fill(rec)
+    assert rec["null_reasons"]["energy.per_inference_j"] == "no timed rounds ran"
+    t.start_timed()
+    t.stop(0)  # the first timed round failed
+    t.fill(rec := {})
+    assert rec["null_reasons"]["energy.per_inference_j"] == "no timed round completed"
+    h["energy"] = [10, 20]
+    t.start_timed()
+    t.stop(2)
+    t.fill(rec := {})
+    assert "shorter than 60.0 s" in rec["energy"]["source"]
 
 
 # -- the real NVML of this machine (nvidia-ml-py installed, no driver) -------------------------------------------

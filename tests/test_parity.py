@@ -1,6 +1,6 @@
 import numpy as np
 
-from harness.parity import compare
+from harness.measure.parity import compare
 
 
 def _dets(n=300, seed=0):

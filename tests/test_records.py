@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from harness import SCHEMA_VERSION
-from harness.axes import Shape
-from harness.cell import Cell
-from harness.records import Latency, RecordWriter, new_record, read_records
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.core.record import Latency, new_record
+from harness.core.results_dir import RecordWriter, read_records
 
 
 def test_latency_percentiles_match_numpy():
@@ -61,5 +62,7 @@ def test_reader_refuses_foreign_schema(tmp_path):
     rec = _rec()
     rec["schema_version"] = 99
     (tmp_path / "cells.jsonl").write_text(json.dumps(rec) + "\n")
-    with pytest.raises(ValueError, match="schema_version 99"):
+    with pytest.raises(
+        ValueError, match=r"cells\.jsonl:1: record schema_version 99 is not one this harness reads"
+    ):
         read_records(tmp_path)

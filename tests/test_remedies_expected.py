@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from harness.axes import Shape
-from harness.cell import Cell
-from harness.expected import ExpectedStatus
-from harness.remedies import combined_change, ladder, matching, padded
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.execute.remedies import combined_change, ladder, matching, padded
+from harness.plan.expected import ExpectedStatus
 
 
 def _cell(**kw):

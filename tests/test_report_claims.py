@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.axes import Shape
-from harness.cell import Cell
-from harness.records import RECORD_FIELDS, new_record
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.core.record import RECORD_FIELDS, new_record
+from harness.core.results_dir import Run
 from harness.report.claims import CHECKS, CLAIMS_FILE, Claim, evaluate, load_claims
 from harness.report.index import index_runs
-from harness.report.load import Run
 
 REPO = Path(__file__).resolve().parent.parent
 SEED_DIRS = [REPO / "shared" / "seeds", REPO.parent / "shared" / "seeds"]

@@ -7,10 +7,11 @@ import json
 import pytest
 
 from harness import backends
-from harness.axes import Shape
-from harness.cell import Cell
-from harness.records import read_records
-from harness.runner import CellRunner, RunConfig, slowdown_factors
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.core.null_reasons import unexplained_nulls
+from harness.core.results_dir import read_records
+from harness.execute.attempt import CellRunner, RunConfig, slowdown_factors
 
 pytestmark = [pytest.mark.slow, pytest.mark.export]
 
@@ -41,9 +42,12 @@ def test_cpu_backend_record_is_ok_and_complete(first_run, backend):
     assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
     assert lat["rounds"] == len(rec["samples_ms"]) >= 5
     assert rec["throughput_ips"] == pytest.approx(1000 / lat["p50"])
-    assert rec["precision_executed"] == "fp32"
+    assert rec["precision_executed"] == "fp32" and rec["precision_source"]
+    assert rec["threads"] == rec["threads_requested"] >= 1
     assert rec["parity"]["ok"] and rec["parity"]["rel_l2"] <= 1e-3
-    assert rec["memory"]["host_peak_rss_mb"] > 100
+    mem = rec["memory"]
+    assert mem["host_peak_rss_mib"] > 100 and 0 <= mem["host_peak_delta_mib"] <= mem["host_peak_rss_mib"]
+    assert rec["schema_version"] == 2 and unexplained_nulls(rec) == []
     assert rec["weights"] == "random-init:0"
     assert rec["first_run_ms"] > 0 and rec["load_s"] > 0
     assert rec["artifact_bytes"] > 1_000_000
@@ -51,7 +55,8 @@ def test_cpu_backend_record_is_ok_and_complete(first_run, backend):
         assert rec["export_s"] > 0 and rec["cache_hit"] in (False, True)
     else:
         assert rec["export_s"] is None and "no export step" in rec["null_reasons"]["export_s"]
-    assert "memory.device_peak_used_mb" in rec["null_reasons"]
+    assert "memory.device_peak_used_mib" in rec["null_reasons"]
+    assert "CPU cell" in rec["null_reasons"]["energy.per_inference_j"]
 
 
 def test_records_are_on_disk_as_json_lines(first_run):
@@ -72,6 +77,15 @@ def test_second_run_exports_nothing(first_run, tmp_path, cache_dir):
     rec = r.run_cell(Cell("n", "detect", "e2e", "onnxruntime", "cpu", SHAPE))
     assert rec["status"] == "ok" and rec["cache_hit"] is True
     assert rec["export_s"] == first_run[1]["onnxruntime"]["export_s"]
+    # a cache hit's export time is labelled as the earlier export's, naming the run that made it
+    first = first_run[1]["onnxruntime"]
+    assert rec["export_origin"].startswith("cache: exported by run ")
+    assert rec["export_origin"].endswith(f" in {rec['export_s']:.1f} s")
+    if first["cache_hit"]:  # another test of this session exported it first
+        assert first["export_origin"] == rec["export_origin"]
+    else:
+        assert first["export_origin"] == "exported in this attempt"
+        assert rec["export_origin"].startswith("cache: exported by run r1 at ")
     assert sorted((cache_dir / "exports").iterdir()) == entries
     assert "export cache hit" in (tmp_path / "r2" / rec["log"]).read_text()
 
@@ -83,6 +97,7 @@ def test_unavailable_device_and_exclusion_are_skips_with_reasons(tmp_path, cache
     rec = r.run_cell(Cell("n", "cls", "e2e", "onnxruntime", "cpu", SHAPE), skip_reason="no detection head")
     assert rec["status"] == "skipped" and rec["reason"] == "no detection head"
     assert rec["latency_ms"] is None
+    assert unexplained_nulls(rec) == []
     assert len(read_records(tmp_path / "r1")) == 2
 
 
@@ -102,6 +117,7 @@ def test_a_failing_cell_keeps_the_records_of_the_others(tmp_path, cache_dir, mon
     assert "session refused" in (tmp_path / "r1" / bad["log"]).read_text()
     assert bad["null_reasons"]["latency_ms"] == "cell did not run (load_failed)"
     assert good["status"] == "ok"
+    assert unexplained_nulls(bad) == [] and unexplained_nulls(good) == []
     recs = read_records(tmp_path / "r1")
     # the load failure (runtime_error on the e2e head) is retried with the raw-head remedy, which fails the same
     assert [(x["status"], x["remedy"]) for x in recs] == [
@@ -126,7 +142,7 @@ def test_slowdown_knob_stretches_only_the_named_backend(tmp_path, cache_dir, mon
 
 
 def test_env_json_has_machine_and_versions(tmp_path):
-    from harness import envinfo
+    from harness.core import envinfo
 
     env = envinfo.collect("r1")
     path = envinfo.write(tmp_path, env)

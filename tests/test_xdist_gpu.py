@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.xdist_gpu import PINNED_GPU_ENV, detect_gpus, gpu_for_slot, parse_gpus, pin_environ, pinned_gpu
+from harness.pytest_plugin.xdist_gpu import (
+    PINNED_GPU_ENV,
+    detect_gpus,
+    gpu_for_slot,
+    parse_gpus,
+    pin_environ,
+    pinned_gpu,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,7 +63,7 @@ def run_probe(
     # No plugin autoload: importing every installed plugin (hypothesis, ...) costs seconds per process.
     env.update(PROBE_OUT=str(out), PYTHONPATH=str(REPO), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     env.pop("PYTEST_ADDOPTS", None)
-    loads = [arg for plugin in (*plugins, "harness.xdist_gpu") for arg in ("-p", plugin)]
+    loads = [arg for plugin in (*plugins, "harness.pytest_plugin.xdist_gpu") for arg in ("-p", plugin)]
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", *loads, "-p", "no:cacheprovider", "-q", *args],
         cwd=tmp_path,

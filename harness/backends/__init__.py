@@ -10,8 +10,8 @@ _REGISTRY: dict[str, type[Backend]] = {}
 # Module per backend; imported on first use of the registry (each imports its runtime lazily).
 _MODULES = (
     "harness.backends.torch_eager",
-    "harness.backends.onnxruntime_cpu",
-    "harness.backends.openvino_cpu",
+    "harness.backends.onnxruntime",
+    "harness.backends.openvino",
     "harness.backends.executorch_xnnpack",
     "harness.backends.torch_compile",
     "harness.backends.aoti",
@@ -52,12 +52,26 @@ def get(name: str) -> Backend:
         raise KeyError(f"unknown backend {name!r}; valid: {', '.join(_REGISTRY)}") from None
 
 
+def display_order() -> tuple[str, ...]:
+    """Every registered backend name in the order reports list them (each backend's `display_order`)."""
+    _load_modules()
+    return tuple(sorted(_REGISTRY, key=lambda n: (_REGISTRY[n].display_order, n)))
+
+
+def export_only_names() -> tuple[str, ...]:
+    """Backends whose every cell ends at `exported` on a Linux benchmark host (no runtime for their target)."""
+    _load_modules()
+    return tuple(n for n in display_order() if _REGISTRY[n].export_only)
+
+
 __all__ = [
     "Backend",
     "BackendUnavailable",
     "ExportRequest",
     "ExportResult",
     "Runner",
+    "display_order",
+    "export_only_names",
     "get",
     "names",
     "register",

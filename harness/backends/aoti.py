@@ -17,8 +17,10 @@ from typing import ClassVar
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.precision import graph_value_dtypes, torch_dtype_counts, verdict
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
-from harness.backends.torch_eager import flatten_outputs
+from harness.backends.torch_eager import flatten_outputs, set_tf32
+from harness.core.threads import GPU_CELL_REASON, apply_torch, torch_threads
 
 log = logging.getLogger(__name__)
 
@@ -28,18 +30,26 @@ DYNAMIC_EXAMPLE = 640  # example height/width when a dynamic request carries no 
 class AotiRunner(Runner):
     """A loaded AOTInductor package. Inputs are placed on the device in `prepare`, outside the timed region."""
 
-    def __init__(self, compiled, device: str, dtype) -> None:
+    def __init__(self, compiled, device: str, dtype, export_info: dict | None = None) -> None:
         import torch
 
         self.compiled = compiled
         self.device = torch.device(device)
         self.dtype = dtype
-        self.precision_executed = {torch.float32: "fp32", torch.float16: "fp16"}[dtype]
         self.timing_scope = "model"
         self._cuda = self.device.type == "cuda"
         self.torch_stream = self._cuda  # AOTInductor launches on torch's current stream
         loader = getattr(compiled, "loader", None)
         self._run = loader.run if loader is not None and hasattr(loader, "run") else None
+        self.precision_executed, self.precision_source, self.precision_detail = aoti_precision(
+            export_info or {}, device
+        )
+
+    def cpu_threads(self) -> tuple[int | None, str]:
+        if self._cuda:
+            return None, GPU_CELL_REASON
+        n, how = torch_threads()
+        return n, f"{how}; AOTInductor's CPU kernels parallelise with the same OpenMP threads"
 
     def prepare(self, x: np.ndarray):
         import torch
@@ -61,6 +71,34 @@ class AotiRunner(Runner):
         return flatten_outputs(result)
 
 
+def aoti_precision(export_info: dict, device: str) -> tuple[str | None, str, dict | None]:
+    """(precision_executed, precision_source, precision_detail) of an AOTInductor package.
+
+    The package does not expose its constants' dtypes at run time (its loader lists their names only), so this
+    reads the dtypes `Aoti.export` counted in the program it compiled: the parameters and buffers, and the
+    tensors the graph's operators produce. On CUDA the detail also has the TF32 switches at load and at export.
+    """
+    import torch
+
+    params = export_info.get("parameter_dtypes")
+    if not params:
+        return (
+            None,
+            "the export info has no parameter dtypes (artifact exported before they were recorded)",
+            None,
+        )
+    detail: dict = {"parameters": params, "graph_values": export_info.get("graph_dtypes")}
+    source = "export-time dtypes of the torch.export program that AOTInductor compiled (its parameters)"
+    if str(device).startswith("cuda"):
+        detail["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
+        detail["tf32_cudnn"] = bool(torch.backends.cudnn.allow_tf32)
+        detail["tf32_at_export"] = export_info.get("tf32_at_export")
+    executed = verdict(params)
+    if executed is None:
+        source = "the compiled program has no floating-point parameters to read a precision from"
+    return executed, source, detail
+
+
 def export_program(req: ExportRequest, device: str, dtype):
     """torch.export of the network as ultralytics prepares it, on `device` in `dtype`; dynamic H/W when asked.
 
@@ -76,7 +114,7 @@ def export_program(req: ExportRequest, device: str, dtype):
         export_remedy,
         postprocess_spec,
     )
-    from harness.models import prepared_model
+    from harness.yolo.models import prepared_model
 
     h, w = (req.height or DYNAMIC_EXAMPLE), (req.width or DYNAMIC_EXAMPLE)
     model = prepared_model(req.checkpoint, req.head, (h, w), dynamic=req.dynamic)
@@ -88,7 +126,7 @@ def export_program(req: ExportRequest, device: str, dtype):
     im = torch.zeros(req.batch, 3, h, w, device=device, dtype=dtype)
     dynamic_shapes = None
     if req.dynamic:
-        from harness.dynamic import dynamic_shapes_spec
+        from harness.yolo.dynamic import dynamic_shapes_spec
 
         dynamic_shapes = dynamic_shapes_spec(req.options)
     with torch.no_grad():
@@ -98,6 +136,7 @@ def export_program(req: ExportRequest, device: str, dtype):
 @register
 class Aoti(Backend):
     name = "aoti"
+    display_order = 80
     devices = ("cpu", "cuda")
     precisions = {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
     supports_dynamic = True
@@ -136,12 +175,24 @@ class Aoti(Backend):
 
         device = "cuda" if req.device == "cuda" else "cpu"
         dtype = torch.float16 if req.precision == "fp16" else torch.float32
+        set_tf32(device, dtype)  # Inductor decides TF32 for its generated GEMMs at compile time
         out = Path(req.out_dir)
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         ep, spec = export_program(req, device, dtype)
         export_s = time.perf_counter() - t0
-        info: dict = {"dtype": str(dtype), "device": device, "remedy": req.options.get("remedy")}
+        info: dict = {
+            "dtype": str(dtype),
+            "device": device,
+            "remedy": req.options.get("remedy"),
+            "parameter_dtypes": torch_dtype_counts([*ep.state_dict.values(), *ep.constants.values()]),
+            "graph_dtypes": graph_value_dtypes(ep.graph_module),
+        }
+        if device == "cuda":
+            info["tf32_at_export"] = {
+                "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+                "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+            }
         if spec is not None:
             info["host_postprocess"] = spec
         suffix = "-backbone" if spec is not None else ""
@@ -159,13 +210,16 @@ class Aoti(Backend):
         import torch._inductor
 
         dtype = torch.float16 if cell.precision == "fp16" else torch.float32
+        if cell.device == "cpu":
+            apply_torch()  # the run's budget: the package's CPU kernels use torch's OpenMP threads
+        set_tf32(cell.device, dtype)
         # device_index -1 is the package's own device (cpu, or the current CUDA device)
         compiled = torch._inductor.aoti_load_package(
             str(artifact),
             run_single_threaded=self.run_single_threaded,
             device_index=0 if cell.device == "cuda" else -1,
         )
-        runner = AotiRunner(compiled, cell.device, dtype)
+        runner = AotiRunner(compiled, cell.device, dtype, export_info)
         spec = export_info.get("host_postprocess")
         if spec is None:
             return runner

@@ -42,6 +42,25 @@ class ExportRequest:
     def from_dict(cls, d: dict) -> ExportRequest:
         return cls(**d)
 
+    @classmethod
+    def for_cell(cls, cell, checkpoint: str, out_dir: str, options: dict, side: int = 640) -> ExportRequest:
+        """The export of `cell` with `options`; a dynamic cell exports at `side` x `side` (mid-range)."""
+        return cls(
+            backend=cell.backend,
+            device=cell.device,
+            checkpoint=str(checkpoint),
+            size=cell.size,
+            task=cell.task,
+            head=cell.head,
+            height=cell.shape.height or side,
+            width=cell.shape.width or side,
+            dynamic=cell.shape.dynamic,
+            batch=cell.batch,
+            precision=cell.precision,
+            out_dir=str(out_dir),
+            options=options,
+        )
+
 
 @dataclass(frozen=True)
 class ExportResult:
@@ -52,12 +71,28 @@ class ExportResult:
 
 
 class Runner(ABC):
-    """A loaded model. The harness owns the clock: it calls `run` (and `synchronize`) inside its timed region."""
+    """A loaded model. The harness owns the clock: it calls `run` (and `synchronize`) inside its timed region.
 
-    #: what the runtime reports it executes (can differ from what was requested)
-    precision_executed: str = "fp32"
+    The optional attributes below have defaults here, so the harness reads them directly (never via getattr).
+    """
+
+    #: the precision the runtime reports it executes ("fp32", "fp16", "int8", "mixed"), or None when the runtime
+    #: cannot tell; never a copy of the request
+    precision_executed: str | None = None
+    #: how `precision_executed` was read from the runtime, or why it is None
+    precision_source: str = "this runtime does not report the precision it executes"
+    #: per-element-type counts behind `precision_executed` (layers, nodes or tensors, as `precision_source` says)
+    precision_detail: dict | None = None
     #: what one timed call includes: "model" (device-resident inputs), "model+h2d+d2h" (host copies included)
     timing_scope: str = "model"
+    #: seconds of JIT compilation done in `load` (torch.compile, TensorRT EP engine build); None: no JIT step
+    compile_s: float | None = None
+    #: True when `run` enqueues on torch's current CUDA stream (CUDA events can then split host wait from work)
+    torch_stream: bool = False
+
+    def cpu_threads(self) -> tuple[int | None, str]:
+        """The CPU threads the runtime reports it uses for one inference, and how that was read (or why None)."""
+        return None, "this runtime does not report its CPU threads"
 
     def prepare(self, x: np.ndarray) -> Any:
         """Convert the host input once, outside the timed region (e.g. to a torch tensor or device buffer)."""
@@ -93,6 +128,16 @@ class Backend(ABC):
     library: ClassVar[str | None] = None
     #: exports an artifact for a target this host cannot run (record status "exported"); `load` raises
     export_only: ClassVar[bool] = False
+    #: where the report lists this backend (lower first); backends of equal order sort by name
+    display_order: ClassVar[int] = 100
+
+    def export_only_reason(self, cell) -> str | None:
+        """Why `cell` is export-only here (record status "exported"), or None when it runs.
+
+        Export-only targets say so by default; a backend that decides per host (ExecuTorch CUDA without a CUDA
+        runtime build) overrides this.
+        """
+        return f"export-only target: no {self.name} runtime on this host" if self.export_only else None
 
     @abstractmethod
     def probe(self, device: str) -> str | None:

@@ -46,6 +46,7 @@ def _importable(module: str) -> bool:
 @register
 class ExecuTorchArm(Backend):
     name = "executorch-arm"
+    display_order = 170
     devices = ("ethos-u",)
     precisions = {"ethos-u": ("int8",)}
     library = "executorch"
@@ -64,8 +65,12 @@ class ExecuTorchArm(Backend):
         from executorch.exir import to_edge_transform_and_lower
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-        from harness.backends.executorch_common import delegation_ops, exported_program
-        from harness.inputs import letterboxed
+        from harness.backends._shared.executorch_export import (
+            delegation_ops,
+            exported_program,
+            lowered_dtypes,
+        )
+        from harness.yolo.inputs import letterboxed
 
         spec = EthosUCompileSpec(target=req.options.get("ethosu_target", DEFAULT_TARGET))
         quantizer = EthosUQuantizer(spec)
@@ -76,13 +81,15 @@ class ExecuTorchArm(Backend):
         quantized = torch.export.export(convert_pt2e(prepared), (example,), strict=False)
         edge = to_edge_transform_and_lower(quantized, partitioner=[EthosUPartitioner(spec)])
         ops = delegation_ops(edge.exported_program().graph_module)
+        dtypes = lowered_dtypes(edge.exported_program().graph_module)
         out = Path(req.out_dir)
         out.mkdir(parents=True, exist_ok=True)
         pte = out / f"yolo26{req.size}-{req.task}-ethos-u.pte"
         pte.write_bytes(edge.to_executorch().buffer)
         log.info("wrote %s (%d delegated, %d fallback nodes)", pte, ops["delegated"], ops["fallback"])
         return ExportResult(
-            str(pte), {"ops": ops, "quantization": "int8 post-training, symmetric per-channel"}
+            str(pte),
+            {"ops": ops, "dtypes": dtypes, "quantization": "int8 post-training, symmetric per-channel"},
         )
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:

@@ -6,8 +6,8 @@ import logging
 from pathlib import Path
 
 from harness.backends import register
+from harness.backends._shared.executorch_export import export_executorch
 from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
-from harness.backends.executorch_common import export_executorch
 
 log = logging.getLogger(__name__)
 
@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 @register
 class ExecuTorchCoreML(Backend):
     name = "executorch-coreml"
+    display_order = 140
     devices = ("coreml",)
     precisions = {"coreml": ("fp32", "fp16")}
     library = "executorch"

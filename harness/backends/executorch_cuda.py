@@ -14,12 +14,12 @@ from __future__ import annotations
 import copy
 import logging
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
 from harness.backends import register
 from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
+from harness.core.threads import GPU_CELL_REASON
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +104,15 @@ class HostTopKRunner(Runner):
         self.inner = inner
         self.spec = spec
         self.precision_executed = inner.precision_executed
+        self.precision_source = inner.precision_source
+        self.precision_detail = inner.precision_detail
+        self.compile_s = inner.compile_s
+        self.torch_stream = inner.torch_stream
         copy_back = "+d2h" if device_outputs and "d2h" not in inner.timing_scope else ""
         self.timing_scope = f"{inner.timing_scope}{copy_back}+host_topk"
+
+    def cpu_threads(self) -> tuple[int | None, str]:
+        return self.inner.cpu_threads()
 
     def prepare(self, x: np.ndarray):
         return self.inner.prepare(x)
@@ -135,10 +142,17 @@ def runtime_backends() -> list[str]:
 class ExecuTorchCudaRunner(Runner):
     """A method of a CUDA-delegated program; the Python runtime takes host tensors, so copies are in the timing."""
 
-    def __init__(self, method) -> None:
+    def __init__(self, method, export_info: dict | None = None) -> None:
+        from harness.backends._shared.executorch_export import executorch_precision
+
         self.method = method
-        self.precision_executed = "fp32"
+        self.precision_executed, self.precision_source, self.precision_detail = executorch_precision(
+            export_info or {}
+        )
         self.timing_scope = "model+h2d+d2h"
+
+    def cpu_threads(self) -> tuple[int | None, str]:
+        return None, GPU_CELL_REASON
 
     def prepare(self, x: np.ndarray):
         import torch
@@ -167,21 +181,42 @@ class ExecuTorchCuda(Backend):
 
     Probe decides three cases. No CUDA device, no triton or no `executorch.backends.cuda`: the reason (the cell is
     skipped). Export possible and the installed runtime registers `CudaBackend`: a normal backend. Export possible
-    but the runtime lacks `CudaBackend` (the PyPI wheel): probe returns None and sets `export_only = True` on this
-    instance, so the harness exports (recording whether the partitioner could lower YOLO26 and the artifact's size)
-    and records status "exported" without loading; `export_only_reason` says why it cannot run. The decision is
-    made at probe time, not as a class constant, because the same code runs fully against a CUDA-enabled runtime.
+    but the runtime lacks `CudaBackend` (the PyPI wheel): probe returns None and remembers why the runtime cannot
+    run the .pte; `export_only_reason(cell)` returns that, so the harness exports (recording whether the
+    partitioner could lower YOLO26 and the artifact's size) and records status "exported" without loading. The
+    decision is made per host, not as a class constant (`export_only` stays False), because the same code runs
+    fully against a CUDA-enabled runtime.
     """
 
     name = "executorch-cuda"
+    display_order = 120
     devices = ("cuda",)
     precisions = {"cuda": ("fp32",)}
     supports_dynamic = False  # the seeds: strided-convolution guards block dynamic H/W on this backend
     library = "executorch"
-    export_only: ClassVar[bool] = False
 
     def __init__(self) -> None:
-        self.export_only_reason: str | None = None
+        self._runtime_reason: str | None = None
+        self._probed = False
+
+    def export_only_reason(self, cell) -> str | None:
+        """Why this host can export `cell` but not run it (no CudaBackend in the runtime), or None: it runs."""
+        if not self._probed:  # the harness probes first; decide here too when it did not, on this instance
+            try:
+                self._runtime_reason = self._runtime_missing(runtime_backends())
+            except ImportError as e:
+                self._runtime_reason = f"the ExecuTorch runtime is not importable ({e})"
+            self._probed = True
+        return self._runtime_reason
+
+    @staticmethod
+    def _runtime_missing(names: list[str]) -> str | None:
+        if "CudaBackend" in names:
+            return None
+        return (
+            f"the installed ExecuTorch runtime has no CudaBackend (registered: {', '.join(names) or 'none'}); "
+            "the PyPI wheel is a CPU build: build ExecuTorch with -DEXECUTORCH_BUILD_CUDA=ON to run the .pte"
+        )
 
     def probe(self, device: str) -> str | None:
         try:
@@ -201,15 +236,8 @@ class ExecuTorchCuda(Backend):
             names = runtime_backends()
         except ImportError as e:
             return f"the ExecuTorch runtime is not importable ({e})"
-        if "CudaBackend" in names:
-            self.export_only = False
-            self.export_only_reason = None
-        else:
-            self.export_only = True
-            self.export_only_reason = (
-                f"the installed ExecuTorch runtime has no CudaBackend (registered: {', '.join(names) or 'none'}); "
-                "the PyPI wheel is a CPU build: build ExecuTorch with -DEXECUTORCH_BUILD_CUDA=ON to run the .pte"
-            )
+        self._runtime_reason = self._runtime_missing(names)
+        self._probed = True
         return None
 
     def export(self, req: ExportRequest) -> ExportResult:
@@ -219,8 +247,8 @@ class ExecuTorchCuda(Backend):
         from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
         from ultralytics.utils.export.executorch import executorch_wrapper
 
-        from harness.backends.executorch_common import delegation_ops
-        from harness.models import prepared_model
+        from harness.backends._shared.executorch_export import delegation_ops, lowered_dtypes
+        from harness.yolo.models import prepared_model
 
         remedy = export_remedy(req)
         model = executorch_wrapper(
@@ -239,6 +267,7 @@ class ExecuTorchCuda(Backend):
             compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
         )
         info["ops"] = delegation_ops(edge.exported_program().graph_module)
+        info["dtypes"] = lowered_dtypes(edge.exported_program().graph_module)
         program = edge.to_executorch()
         # The artifact is a directory, so its size counts the .pte and the .ptd weights together.
         out = Path(req.out_dir) / (
@@ -256,12 +285,10 @@ class ExecuTorchCuda(Backend):
 
         names = runtime_backends()
         if "CudaBackend" not in names:
-            raise BackendUnavailable(
-                self.export_only_reason or f"the ExecuTorch runtime has no CudaBackend ({names})"
-            )
+            raise BackendUnavailable(self._runtime_missing(names))
         artifact = Path(artifact)
         ptds = sorted(artifact.glob("*.ptd"))
         program = Runtime.get().load_program(artifact / PTE_NAME, data_path=ptds[0] if ptds else None)
-        runner = ExecuTorchCudaRunner(program.load_method("forward"))
+        runner = ExecuTorchCudaRunner(program.load_method("forward"), export_info)
         spec = export_info.get("host_postprocess")
         return HostTopKRunner(runner, spec, device_outputs=False) if spec else runner

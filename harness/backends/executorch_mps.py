@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from harness.backends import register
+from harness.backends._shared.executorch_export import export_executorch
 from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
-from harness.backends.executorch_common import export_executorch
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 @register
 class ExecuTorchMps(Backend):
     name = "executorch-mps"
+    display_order = 150
     devices = ("mps",)
     precisions = {"mps": ("fp32",)}
     library = "executorch"

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from harness.backends import register
+from harness.backends._shared.executorch_export import export_executorch
 from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
-from harness.backends.executorch_common import export_executorch
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,7 @@ def sdk_missing() -> str | None:
 @register
 class ExecuTorchQnn(Backend):
     name = "executorch-qnn"
+    display_order = 160
     devices = ("qnn",)
     # The HTP runs fp16 or quantized integer graphs, not fp32.
     precisions = {"qnn": ("fp16",)}

@@ -6,8 +6,8 @@ import logging
 from pathlib import Path
 
 from harness.backends import register
+from harness.backends._shared.executorch_export import export_executorch
 from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
-from harness.backends.executorch_common import export_executorch
 
 log = logging.getLogger(__name__)
 
@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 @register
 class ExecuTorchVulkan(Backend):
     name = "executorch-vulkan"
+    display_order = 130
     devices = ("vulkan",)
     precisions = {"vulkan": ("fp32", "fp16")}
     library = "executorch"

@@ -1,4 +1,8 @@
-"""ExecuTorch with the XNNPACK delegate (CPU), run through the ExecuTorch Python runtime."""
+"""ExecuTorch with the XNNPACK delegate (CPU), run through the ExecuTorch Python runtime.
+
+Threads: ExecuTorch's CPU threadpool is sized to the run's budget before the program is loaded, and read back
+from the pool. Precision: the dtypes of the lowered graph, counted at export time (`lowered_dtypes`).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.executorch_export import executorch_precision, export_executorch
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
-from harness.backends.executorch_common import export_executorch
 
 log = logging.getLogger(__name__)
 
@@ -17,10 +21,15 @@ log = logging.getLogger(__name__)
 class ExecuTorchRunner(Runner):
     """A loaded ExecuTorch method, executed synchronously on the host."""
 
-    def __init__(self, method) -> None:
+    def __init__(self, method, export_info: dict | None = None) -> None:
         self.method = method
-        self.precision_executed = "fp32"
+        self.precision_executed, self.precision_source, self.precision_detail = executorch_precision(
+            export_info or {}
+        )
         self.timing_scope = "model"
+
+    def cpu_threads(self) -> tuple[int | None, str]:
+        return threadpool_threads()
 
     def prepare(self, x: np.ndarray):
         import torch
@@ -34,9 +43,40 @@ class ExecuTorchRunner(Runner):
         return [np.asarray(r.float().numpy() if hasattr(r, "numpy") else r, dtype=np.float32) for r in result]
 
 
+def set_threadpool(n: int | None = None) -> int:
+    """Size ExecuTorch's CPU threadpool (the one XNNPACK parallelises on) to the run's budget; returns its size.
+
+    Must run before a method is loaded: the XNNPACK delegate keeps the pool it was initialised with, and resetting
+    the pool frees that one (hence ExecuTorch's "_unsafe" prefix). A reset to the current size does nothing, so
+    within one run, with one budget, methods loaded earlier stay valid.
+    """
+    from executorch.extension.pybindings import portable_lib
+
+    from harness.core.threads import budget
+
+    n = n or budget()
+    if portable_lib._threadpool_get_thread_count() != n:
+        portable_lib._unsafe_reset_threadpool(n)
+    return portable_lib._threadpool_get_thread_count()
+
+
+def threadpool_threads() -> tuple[int | None, str]:
+    try:
+        from executorch.extension.pybindings import portable_lib
+
+        n = int(portable_lib._threadpool_get_thread_count())
+    except (ImportError, AttributeError) as e:
+        return None, f"this ExecuTorch build does not report its threadpool ({e})"
+    return (
+        n,
+        "ExecuTorch's CPU threadpool (portable_lib._threadpool_get_thread_count()), which XNNPACK runs on",
+    )
+
+
 def load_method(artifact: Path):
     from executorch.runtime import Runtime
 
+    set_threadpool()  # before loading: the delegate binds the pool at init
     program = Runtime.get().load_program(Path(artifact))
     return program.load_method("forward")
 
@@ -44,6 +84,7 @@ def load_method(artifact: Path):
 @register
 class ExecuTorchXnnpack(Backend):
     name = "executorch-xnnpack"
+    display_order = 70
     devices = ("cpu",)
     precisions = {"cpu": ("fp32",)}
     supports_dynamic = True
@@ -70,4 +111,4 @@ class ExecuTorchXnnpack(Backend):
         return export_executorch(req, [XnnpackPartitioner(configs=configs)], "xnnpack")
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
-        return ExecuTorchRunner(load_method(artifact))
+        return ExecuTorchRunner(load_method(artifact), export_info)

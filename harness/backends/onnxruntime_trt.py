@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.ort_iobinding import OrtIOBindingRunner
+from harness.backends._shared.ultralytics_export import export_with_ultralytics
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
-from harness.backends.onnxruntime_cuda import OrtIOBindingRunner
-from harness.backends.ultralytics_export import export_with_ultralytics
+from harness.backends.onnxruntime import graph_counts, session_options
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def trt_provider_options(cell, device_id: int = 0) -> dict:
         "trt_engine_cache_enable": False,
     }
     if cell.shape.dynamic:
-        from harness.dynamic import DEFAULT_RANGE
+        from harness.yolo.dynamic import DEFAULT_RANGE
 
         lo, hi = DEFAULT_RANGE
         b = cell.batch
@@ -67,9 +68,29 @@ def trt_provider_options(cell, device_id: int = 0) -> dict:
     return opts
 
 
+def trt_ep_precision(artifact: Path, session, cell) -> tuple[None, str, dict | None]:
+    """Always (None, why, graph counts): the TensorRT EP builds its engine inside ONNX Runtime, and neither reports
+    the precision of the engine's layers; the fp32 graph says nothing about the kernels TensorRT picked
+    (fp16 when trt_fp16_enable is on, TF32 for fp32 layers unless TensorRT is told otherwise).
+    """
+    opts = session.get_provider_options().get(TRT_EP, {})
+    fp16 = opts.get("trt_fp16_enable")
+    why = (
+        "the TensorRT EP builds its engine inside ONNX Runtime, and neither reports the precision of the engine's "
+        f"layers (graph element types in the detail; trt_fp16_enable={fp16} lets TensorRT choose the kernels)"
+    )
+    try:
+        detail: dict | None = graph_counts(artifact, session.get_inputs()[0].type)
+        detail["trt_fp16_enable"] = fp16 in ("1", 1, "true", "True")
+    except Exception:
+        detail = None
+    return None, why, detail
+
+
 @register
 class OnnxRuntimeTensorRT(Backend):
     name = "onnxruntime-trt"
+    display_order = 110
     devices = ("cuda",)
     precisions = {"cuda": ("fp32", "fp16")}
     supports_dynamic = True
@@ -83,10 +104,10 @@ class OnnxRuntimeTensorRT(Backend):
         have = ort.get_available_providers()
         if TRT_EP not in have:
             return f"this onnxruntime build has no {TRT_EP} (has {', '.join(have)}; install onnxruntime-gpu)"
-        from harness.envinfo import cuda_device_count
+        from harness.core.envinfo import cuda_device_count
 
         if cuda_device_count() == 0:
-            from harness.nvml import nvml_reason
+            from harness.measure.nvml import nvml_reason
 
             return f"no NVIDIA GPU visible ({nvml_reason() or 'NVML lists none'})"
         return preload_tensorrt()
@@ -104,9 +125,7 @@ class OnnxRuntimeTensorRT(Backend):
         import onnxruntime as ort
 
         preload_tensorrt()
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.log_severity_level = 3
+        so = session_options()
         providers = [(TRT_EP, trt_provider_options(cell)), (CUDA_EP, {"device_id": 0})]
         t0 = time.perf_counter()
         session = ort.InferenceSession(str(artifact), sess_options=so, providers=providers)
@@ -119,7 +138,7 @@ class OnnxRuntimeTensorRT(Backend):
         dummy = np.zeros((cell.batch, 3, cell.shape.height or 640, cell.shape.width or 640), dtype=dtype)
         session.run(None, {inp.name: dummy})  # engine build (deferred to the first run for dynamic input)
         compile_s = time.perf_counter() - t0
-        runner = OrtIOBindingRunner(session, "fp16" if cell.precision == "fp16" else "fp32", device_id=0)
+        runner = OrtIOBindingRunner(session, trt_ep_precision(artifact, session, cell), device_id=0)
         runner.compile_s = compile_s
         log.info("TensorRT EP built %s in %.1f s", cell.id, compile_s)
         return runner

@@ -13,13 +13,18 @@ import importlib.util
 import json
 import logging
 import os
+import re
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.precision import verdict
+from harness.backends._shared.ultralytics_export import export_with_ultralytics
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, library_version
-from harness.backends.ultralytics_export import export_with_ultralytics
+from harness.core.threads import GPU_CELL_REASON
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +74,115 @@ def int8_calibration_data() -> tuple[str | None, str | None]:
     )
 
 
+# tokens of TensorRT's "Format/Datatype" strings (e.g. "Channel major FP16 format where channel % 8 == 0")
+TRT_TYPE_TOKENS = ("FP32", "FP16", "BF16", "FP8", "FP4", "INT8", "UINT8", "INT32", "INT64", "INT4", "BOOL")
+# layer types that only move or reformat data (they run in whatever type their neighbours need)
+TRT_DATA_LAYERS = ("Reformat", "NoOp", "Constant", "Shuffle")
+INSPECTOR_SOURCE = (
+    "TensorRT's engine inspector (layer information JSON): the output data type of each compute layer of the "
+    "engine as built (reformat/no-op/constant/shuffle layers left out)"
+)
+
+
+@contextmanager
+def detailed_layer_information(build_flags: dict):
+    """Build engines with ProfilingVerbosity.DETAILED, so that the engine inspector can list each layer's types.
+
+    ultralytics asks for DETAILED only for int8 engines; otherwise the inspector lists layer names only. The setting
+    adds layer metadata to the plan and does not change the kernels chosen. `build_flags` receives the TF32
+    builder flag as TensorRT set it (TensorRT allows TF32 for fp32 layers by default).
+    """
+    import tensorrt as trt
+
+    original = trt.Builder
+
+    class DetailedBuilder:
+        """trt.Builder whose builder configs ask for detailed layer information; everything else is the builder's."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            self._builder = original(*args, **kwargs)
+
+        def create_builder_config(self):
+            config = self._builder.create_builder_config()
+            config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+            try:
+                build_flags["tf32"] = bool(config.get_flag(trt.BuilderFlag.TF32))
+            except Exception:  # a TensorRT without the flag (strongly typed only)
+                build_flags["tf32"] = None
+            return config
+
+        def __getattr__(self, name):
+            return getattr(self._builder, name)
+
+    trt.Builder = DetailedBuilder
+    try:
+        yield
+    finally:
+        trt.Builder = original
+
+
+def _layer_type_token(fmt: str) -> str | None:
+    text = fmt.upper().replace("FLOAT16", "FP16").replace("FLOAT32", "FP32")
+    words = set(re.split(r"[^A-Z0-9]+", text))
+    for token in TRT_TYPE_TOKENS:
+        if token in words:
+            return token
+    return None
+
+
+def engine_precision(engine, context, build_info: dict) -> tuple[str | None, str, dict | None]:
+    """(precision_executed, precision_source, precision_detail) from the engine inspector's layer information.
+
+    Counts each compute layer's first output type ("Format/Datatype"); the verdict rule is
+    harness.backends._shared.precision.verdict. The detail also counts layers whose tactic name says TF32.
+    None with the reason when the inspector is missing or the engine has no detailed layer information.
+    """
+    import tensorrt as trt
+
+    requested = build_info.get("quantize")
+    try:
+        inspector = engine.create_engine_inspector()
+        if context is not None:
+            inspector.execution_context = context
+        info = json.loads(inspector.get_engine_information(trt.LayerInformationFormat.JSON))
+    except Exception as e:
+        return None, f"TensorRT's engine inspector failed ({type(e).__name__}: {e})", None
+    layers = info.get("Layers", []) if isinstance(info, dict) else []
+    detailed = [layer for layer in layers if isinstance(layer, dict)]
+    if not detailed:
+        return (
+            None,
+            "the engine has no detailed layer information (built without ProfilingVerbosity.DETAILED): the "
+            "inspector lists layer names only",
+            {"layers": len(layers), "quantize_requested_at_build": requested},
+        )
+    counts: Counter = Counter()
+    data: Counter = Counter()
+    tf32 = 0
+    for layer in detailed:
+        outputs = layer.get("Outputs") or []
+        fmt = outputs[0].get("Format/Datatype", "") if outputs and isinstance(outputs[0], dict) else ""
+        token = _layer_type_token(str(fmt)) or "unknown"
+        kind = str(layer.get("LayerType", ""))
+        if any(d.lower() in kind.lower() for d in TRT_DATA_LAYERS):
+            data[token] += 1
+        else:
+            counts[token] += 1
+        if "tf32" in str(layer.get("TacticName", "")).lower():
+            tf32 += 1
+    detail = {
+        "compute": dict(counts),
+        "data": dict(data),
+        "tf32_tactic_layers": tf32,
+        "tf32_builder_flag": build_info.get("tf32_builder_flag"),
+        "quantize_requested_at_build": requested,
+    }
+    executed = verdict(dict(counts))
+    if executed is None:
+        return None, "no compute layer of the engine reports a floating-point or 8-bit output type", detail
+    return executed, INSPECTOR_SOURCE, detail
+
+
 def _torch_dtype(trt, dtype):
     import torch
 
@@ -78,14 +192,16 @@ def _torch_dtype(trt, dtype):
 class TensorRTRunner(Runner):
     """An execution context with its I/O tensor addresses bound to torch CUDA tensors (TensorRT 10 named I/O)."""
 
-    def __init__(self, engine, context, device: str, precision: str) -> None:
+    def __init__(self, engine, context, device: str, build_info: dict | None = None) -> None:
         import tensorrt as trt
         import torch
 
         self.engine = engine
         self.context = context
         self.device = torch.device(device)
-        self.precision_executed = precision
+        self.precision_executed, self.precision_source, self.precision_detail = engine_precision(
+            engine, context, build_info or {}
+        )
         self.timing_scope = "model"
         self.torch_stream = True  # enqueued on torch's current stream (execute_async_v3)
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
@@ -97,6 +213,9 @@ class TensorRTRunner(Runner):
         self._dtypes = {n: _torch_dtype(trt, engine.get_tensor_dtype(n)) for n in names}
         self._input = None
         self._outputs: list = []
+
+    def cpu_threads(self) -> tuple[int | None, str]:
+        return None, GPU_CELL_REASON
 
     def prepare(self, x: np.ndarray):
         import torch
@@ -145,6 +264,7 @@ class TensorRTRunner(Runner):
 @register
 class TensorRT(Backend):
     name = "tensorrt"
+    display_order = 100
     devices = ("cuda",)
     precisions = {"cuda": ("fp32", "fp16", "int8")}
     supports_dynamic = True
@@ -191,7 +311,9 @@ class TensorRT(Backend):
             if data is None:
                 raise RuntimeError(reason)
             kwargs["data"] = data
-        path = export_with_ultralytics(req, "engine", **kwargs)
+        build_flags: dict = {}
+        with detailed_layer_information(build_flags):
+            path = export_with_ultralytics(req, "engine", **kwargs)
         meta, _ = read_engine_file(path)
         args = meta.get("args", {})
         return ExportResult(
@@ -201,6 +323,7 @@ class TensorRT(Backend):
                 "quantize": args.get("quantize"),
                 "dynamic": args.get("dynamic"),
                 "imgsz": meta.get("imgsz"),
+                "tf32_builder_flag": build_flags.get("tf32"),
             },
         )
 
@@ -209,7 +332,8 @@ class TensorRT(Backend):
         import torch
 
         meta, blob = read_engine_file(artifact)
-        precision = QUANTIZE_PRECISION.get(meta.get("args", {}).get("quantize"), cell.precision)
+        requested = QUANTIZE_PRECISION.get(meta.get("args", {}).get("quantize"), cell.precision)
+        build_info = {"quantize": requested, "tf32_builder_flag": export_info.get("tf32_builder_flag")}
         logger = trt.Logger(trt.Logger.WARNING)
         with torch.cuda.device(torch.device(cell.device)):
             runtime = trt.Runtime(logger)
@@ -220,6 +344,6 @@ class TensorRT(Backend):
                     "or for another GPU?)"
                 )
             context = engine.create_execution_context()
-        runner = TensorRTRunner(engine, context, cell.device, precision)
+        runner = TensorRTRunner(engine, context, cell.device, build_info)
         runner._runtime = runtime  # keep the runtime alive as long as its engine
         return runner

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from harness.backends import register
 from harness.backends.base import Backend, Runner
-from harness.backends.torch_eager import TorchRunner
+from harness.backends.torch_eager import TorchRunner, set_tf32
+from harness.core.threads import apply_torch
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class TorchCompile(Backend):
     """torch.compile, mode "default"."""
 
     name = "torch-compile"
+    display_order = 20
     mode = "default"
     devices = ("cpu", "cuda")
     precisions = {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
@@ -109,10 +111,12 @@ class TorchCompile(Backend):
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
         import torch
 
-        from harness.models import prepared_model
+        from harness.yolo.models import prepared_model
 
         model = prepared_model(artifact, cell.head, (cell.shape.height, cell.shape.width))
+        apply_torch()  # the run's budget, before compiling (Inductor's CPU kernels use torch's OpenMP threads)
         dtype = torch.float16 if cell.precision == "fp16" else torch.float32
+        set_tf32(cell.device, dtype)
         model = model.to(cell.device).to(dtype)
         example = torch.zeros(
             cell.batch, 3, cell.shape.height, cell.shape.width, device=cell.device, dtype=dtype
@@ -127,6 +131,7 @@ class TorchCompileMaxAutotune(TorchCompile):
     """torch.compile, mode "max-autotune" (CUDA only: see the module docstring)."""
 
     name = "torch-compile-max-autotune"
+    display_order = 30
     mode = "max-autotune"
     devices = ("cuda",)
     precisions = {"cuda": ("fp32", "fp16")}

@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.precision import torch_dtype_counts, verdict
 from harness.backends.base import Backend, Runner
+from harness.core.threads import GPU_CELL_REASON, apply_torch, torch_threads
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +27,40 @@ def flatten_outputs(y) -> list[np.ndarray]:
     return out
 
 
+def set_tf32(device: str, dtype) -> None:
+    """Make TF32 an explicit choice on CUDA: off for fp32 cells (fp32 means IEEE fp32 matmuls and convolutions).
+
+    torch's defaults differ between matmul (off) and cuDNN convolutions (on), and a script or library imported
+    earlier may have changed either; fp16 cells leave them as they are (their kernels do not use TF32).
+    """
+    import torch
+
+    if str(device).startswith("cuda") and dtype == torch.float32:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+
+def torch_precision(tensors, device: str) -> tuple[str | None, str, dict]:
+    """(precision_executed, precision_source, precision_detail) from the dtypes of a model's parameters.
+
+    On CUDA the detail also carries the TF32 switches as torch reports them at load (fp32 parameters with TF32 on
+    would run their matmuls/convolutions in TF32; `set_tf32` turns it off for fp32 cells).
+    """
+    import torch
+
+    counts = torch_dtype_counts(tensors)
+    detail: dict = {"parameters": counts}
+    source = "dtypes of the model's parameters as loaded"
+    if str(device).startswith("cuda"):
+        detail["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
+        detail["tf32_cudnn"] = bool(torch.backends.cudnn.allow_tf32)
+        source += " (TF32 switches in the detail)"
+    executed = verdict(counts)
+    if executed is None:
+        source = "the model has no floating-point parameters to read a precision from"
+    return executed, source, detail
+
+
 class TorchRunner(Runner):
     """Runs an nn.Module on a device; inputs are moved to the device before timing."""
 
@@ -34,12 +70,20 @@ class TorchRunner(Runner):
         self.model = model
         self.device = torch.device(device)
         self.dtype = dtype
-        self.precision_executed = {torch.float32: "fp32", torch.float16: "fp16"}[dtype]
         self.timing_scope = "model"
         self._cuda = self.device.type == "cuda"
         self.torch_stream = (
             self._cuda
         )  # work is enqueued on torch's current stream (CUDA events can split it)
+        # an OptimizedModule (torch.compile) yields the parameters of the module it compiled
+        self.precision_executed, self.precision_source, self.precision_detail = torch_precision(
+            list(model.parameters()), device
+        )
+
+    def cpu_threads(self) -> tuple[int | None, str]:
+        if self._cuda:
+            return None, GPU_CELL_REASON
+        return torch_threads()
 
     def prepare(self, x: np.ndarray):
         import torch
@@ -62,6 +106,7 @@ class TorchRunner(Runner):
 @register
 class TorchEager(Backend):
     name = "torch-eager"
+    display_order = 10
     devices = ("cpu", "cuda")
     precisions = {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
     exports = False
@@ -79,9 +124,11 @@ class TorchEager(Backend):
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
         import torch
 
-        from harness.models import prepared_model
+        from harness.yolo.models import prepared_model
 
         model = prepared_model(artifact, cell.head, (cell.shape.height, cell.shape.width))
+        apply_torch()  # the run's budget, after ultralytics (whatever it set) is imported
         dtype = torch.float16 if cell.precision == "fp16" else torch.float32
+        set_tf32(cell.device, dtype)
         model = model.to(cell.device).to(dtype)
         return TorchRunner(model, cell.device, dtype)

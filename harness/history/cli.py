@@ -13,13 +13,13 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from harness.core.results_dir import HistoryError, is_results_dir
 from harness.history import query
 from harness.history.compare import BaselineSpec, Comparison, Thresholds, compare_run
 from harness.history.markdown import render
 from harness.history.merge import merge_runs
 from harness.history.report import history_view
-from harness.history.rundir import HistoryError, is_results_dir
-from harness.history.store import ImportResult, connect, default_db_path, import_run_dir
+from harness.history.store import DEFAULT_RESULTS_DIR, ImportResult, connect, default_db_path, import_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,20 @@ def _db_arg(parser: argparse.ArgumentParser) -> None:
         "--db",
         type=Path,
         default=None,
-        help="history database (default: $YOLO26_BENCH_HISTORY, else results/history.sqlite)",
+        help="history database (default: $YOLO26_BENCH_HISTORY, else RESULTS_DIR/history.sqlite)",
     )
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=DEFAULT_RESULTS_DIR,
+        metavar="DIR",
+        help="the suite's --results-dir, whose history.sqlite is the default database (default: results)",
+    )
+
+
+def _db(args: argparse.Namespace) -> Path:
+    """--db, else the database the suite imports into for --results-dir (store.default_db_path)."""
+    return args.db or default_db_path(args.results_dir)
 
 
 def main_import(argv: list[str] | None = None) -> int:
@@ -49,7 +61,7 @@ def main_import(argv: list[str] | None = None) -> int:
     parser.add_argument("results_dirs", nargs="+", type=Path, metavar="RESULTS_DIR")
     _db_arg(parser)
     args = parser.parse_args(argv)
-    db = args.db or default_db_path()
+    db = _db(args)
     failed = 0
     for run_dir in args.results_dirs:
         try:
@@ -86,7 +98,9 @@ def _compare_parser() -> argparse.ArgumentParser:
     p.add_argument("--spread-window", type=int, default=d.window, help="runs behind the series' spread")
     p.add_argument("--alpha", type=float, default=d.alpha, help="significance level of the Mann-Whitney test")
     p.add_argument("--mem-pct", type=float, default=d.mem_pct, help="memory threshold, percent")
-    p.add_argument("--mem-mb", type=float, default=d.mem_mb, help="memory threshold, MB")
+    p.add_argument(
+        "--mem-mib", "--mem-mb", dest="mem_mb", type=float, default=d.mem_mb, help="memory threshold, MiB"
+    )
     p.add_argument("--markdown", type=Path, help="also write the Markdown to this file")
     p.add_argument("--json", type=Path, help="write the comparison as JSON to this file")
     p.add_argument(
@@ -119,7 +133,7 @@ def main_compare(argv: list[str] | None = None) -> int:
     """`python -m harness compare [RUN] [--baseline RUN|last|window:N]`: Markdown on stdout, exit 1 on regression."""
     _setup_logging()
     args = _compare_parser().parse_args(argv)
-    db = args.db or default_db_path()
+    db = _db(args)
     try:
         spec = BaselineSpec.parse(args.baseline)
         # RUN may be a results directory: import it first (validated before the database is touched).
@@ -159,7 +173,7 @@ def main_merge(argv: list[str] | None = None) -> int:
     _db_arg(parser)
     args = parser.parse_args(argv)
     try:
-        result = merge_runs(args.db or default_db_path(), args.results_dirs, args.output, args.run_id)
+        result = merge_runs(_db(args), args.results_dirs, args.output, args.run_id)
     except HistoryError as e:
         log.error("%s", e)
         return EXIT_ERROR

@@ -5,7 +5,7 @@ Rules (docs/regression-tracking.md explains the reasoning):
 - latency: the new p50 exceeds the baseline p50 by more than both `latency_pct` percent and `spread_k` times the
   series' robust spread (1.4826 x MAD of the p50s of the last `window` ok runs of the cell), and a Mann-Whitney
   U test on the raw rounds (`samples_ms`) rejects "same distribution" at `alpha`.
-- memory: the peak grows by more than both `mem_pct` percent and `mem_mb` MB.
+- memory: the peak grows by more than both `mem_pct` percent and `mem_mb` MiB.
 Mirror-image changes are improvements. New and vanished cells are listed, not failed.
 """
 
@@ -15,11 +15,11 @@ import logging
 import sqlite3
 from dataclasses import asdict, dataclass, field
 
+from harness.core.record import FAILED_STATUSES
+from harness.core.results_dir import HistoryError
 from harness.history import query
 from harness.history.query import CellRow, RunRef
-from harness.history.rundir import HistoryError
 from harness.history.stats import mann_whitney_u, median, robust_spread
-from harness.records import FAILED_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class BaselineSpec:
 
 @dataclass(frozen=True)
 class Finding:
-    """One cell's change. `baseline`/`current` are ms (latency), MB (memory) or a status."""
+    """One cell's change. `baseline`/`current` are ms (latency), MiB (memory) or a status."""
 
     cell_id: str
     kind: str
@@ -156,8 +156,8 @@ def _memory(cur: CellRow, base_rows: list[CellRow], th: Thresholds) -> Finding |
     change = _pct(base, cur.mem_mb)
     pct = f" ({change:+.1f}%)" if change is not None else ""
     detail = (
-        f"{cur.mem_source} {base:.0f} -> {cur.mem_mb:.0f} MB{pct}; margin {margin:.0f} MB ="
-        f" max({th.mem_pct:g}%, {th.mem_mb:g} MB)"
+        f"{cur.mem_source} {base:.0f} -> {cur.mem_mb:.0f} MiB{pct}; margin {margin:.0f} MiB ="
+        f" max({th.mem_pct:g}%, {th.mem_mb:g} MiB)"
     )
     return Finding(cur.cell_id, "memory", base, cur.mem_mb, change, detail, cur.machine)
 

@@ -22,7 +22,7 @@ def _value(value: float | str | None, kind: str) -> str:
         return "-"
     if isinstance(value, str):
         return value
-    return f"{value:.3f} ms" if kind == "latency" else f"{value:.0f} MB"
+    return f"{value:.3f} ms" if kind == "latency" else f"{value:.0f} MiB"
 
 
 def _table(findings: list[Finding]) -> list[str]:

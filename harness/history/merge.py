@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.history.rundir import (
+from harness import SCHEMA_VERSION
+from harness.core.results_dir import (
+    CELLS_FILE,
     MACHINE_FIELD,
     MACHINES_KEY,
     SOURCE_RUN_FIELD,
     ImportRefused,
-    RunData,
-    load_run_dir,
+    write_env,
+    write_text_atomic,
 )
+from harness.history.rundir import RunData, load_run_dir
 from harness.history.store import ImportResult, import_runs
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ def merged_env(run_id: str, runs: list[RunData]) -> dict:
     for name in sorted({k for e in envs for k in (e.get("libraries") or {})}):
         libraries[name] = _common([(e.get("libraries") or {}).get(name) for e in envs])
     return {
+        "schema_version": SCHEMA_VERSION,  # its records and machines' env.json files are migrated on load
         "run_id": run_id,
         "started_at": min(r.started_at for r in runs),
         "git_commit": _common([e.get("git_commit") for e in envs]),
@@ -73,6 +75,7 @@ def merged_env(run_id: str, runs: list[RunData]) -> dict:
         "gpu": [dict(g, machine=r.machine) for r in runs for g in (r.env.get("gpu") or [])],
         "cuda": _common([e.get("cuda") for e in envs]),
         "libraries": libraries,
+        "threads": _common([e.get("threads") for e in envs]),
         MACHINES_KEY: [
             {
                 MACHINE_FIELD: r.machine,
@@ -85,17 +88,6 @@ def merged_env(run_id: str, runs: list[RunData]) -> dict:
             for r in runs
         ],
     }
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def merge_runs(
@@ -121,7 +113,7 @@ def merge_runs(
             merged[MACHINE_FIELD] = run.machine
             merged[SOURCE_RUN_FIELD] = run.run_id
             lines.append(json.dumps(merged, allow_nan=False, default=str))
-    _write_atomic(out_dir / "cells.jsonl", "".join(line + "\n" for line in lines))
-    _write_atomic(out_dir / "env.json", json.dumps(merged_env(run_id, runs), indent=2, default=str) + "\n")
+    write_text_atomic(out_dir / CELLS_FILE, "".join(line + "\n" for line in lines))
+    write_env(out_dir, merged_env(run_id, runs))
     log.info("merged %d run(s) from %s into %s", len(runs), ", ".join(r.machine for r in runs), out_dir)
     return MergeResult(run_id, out_dir, [r.machine for r in runs], imported)

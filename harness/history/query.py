@@ -7,7 +7,7 @@ import logging
 import sqlite3
 from dataclasses import dataclass
 
-from harness.history.rundir import HistoryError
+from harness.core.results_dir import HistoryError
 
 log = logging.getLogger(__name__)
 

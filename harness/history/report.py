@@ -6,9 +6,9 @@ import logging
 import sqlite3
 from pathlib import Path
 
+from harness.core.results_dir import HistoryError
 from harness.history import query
 from harness.history.compare import BaselineSpec, Comparison, Thresholds, compare_run
-from harness.history.rundir import HistoryError
 from harness.history.store import open_readonly
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,9 @@
-"""Reading a results directory (cells.jsonl + env.json) into validated runs, ready for the history database.
+"""A results directory (cells.jsonl + env.json) as validated runs, ready for the history database.
 
-A merged directory (written by `python -m harness merge`) is split back into one run per machine, so importing a
-merged directory is the same as importing each of its sources.
+Reading is harness.core.results_dir's (strictly: a directory that cannot be imported raises ImportRefused, and
+records come back as schema version 2 whatever version wrote them). A merged directory (written by `python -m
+harness merge`) is split back into one run per machine, so importing a merged directory is the same as importing
+each of its sources.
 """
 
 from __future__ import annotations
@@ -15,23 +17,18 @@ from functools import cached_property
 from pathlib import Path
 
 from harness import SCHEMA_VERSION
+from harness.core.results_dir import (
+    MACHINE_FIELD,
+    MACHINES_KEY,
+    SOURCE_RUN_FIELD,
+    ImportRefused,
+    merged_machines,
+    read_env_checked,
+    read_records_checked,
+)
 from harness.history.fingerprint import Fingerprint, fingerprint_from_env, machine_name
-from harness.records import STATUSES, read_records
 
 log = logging.getLogger(__name__)
-
-# Fields that `merge` adds to each record, and the env.json key listing the merged machines.
-MACHINE_FIELD = "machine"
-SOURCE_RUN_FIELD = "source_run_id"
-MACHINES_KEY = "machines"
-
-
-class HistoryError(Exception):
-    """A history operation that cannot go ahead; the message says why."""
-
-
-class ImportRefused(HistoryError):
-    """A results directory that will not be imported; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -55,46 +52,6 @@ class RunData:
         """Content hash: importing a run with an unchanged digest is a no-op."""
         blob = json.dumps({"env": self.env, "records": self.records}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def is_results_dir(path: str | Path) -> bool:
-    """Whether path is a directory holding a cells.jsonl."""
-    return (Path(path) / "cells.jsonl").is_file()
-
-
-def _read_env(run_dir: Path) -> dict:
-    path = run_dir / "env.json"
-    if not path.is_file():
-        raise ImportRefused(f"{run_dir}: no env.json, so no machine fingerprint; refusing to import")
-    try:
-        env = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ImportRefused(f"{path}: unreadable ({e}); refusing to import") from e
-    if not isinstance(env, dict):
-        raise ImportRefused(f"{path}: not a JSON object; refusing to import")
-    if env.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
-        raise ImportRefused(
-            f"refusing to import {run_dir}: env.json schema_version {env['schema_version']!r} is not "
-            f"{SCHEMA_VERSION}, the version this harness reads"
-        )
-    return env
-
-
-def _read_cells(run_dir: Path) -> list[dict]:
-    if not is_results_dir(run_dir):
-        raise ImportRefused(f"{run_dir}: no cells.jsonl; not a results directory")
-    try:
-        records = read_records(run_dir)
-    except ValueError as e:  # read_records refuses unknown schema versions
-        raise ImportRefused(f"refusing to import {run_dir}: {e}") from e
-    for rec in records:
-        if not rec.get("cell_id"):
-            raise ImportRefused(f"{run_dir}: a record has no cell_id; refusing to import")
-        if rec.get("status") not in STATUSES:
-            raise ImportRefused(
-                f"{run_dir}: record {rec['cell_id']} has unknown status {rec.get('status')!r}; refusing to import"
-            )
-    return records
 
 
 def normalize_time(text: str) -> str:
@@ -132,13 +89,17 @@ def _dedupe(records: list[dict], where: str) -> tuple[dict, ...]:
 
 
 def _split_merged(run_dir: Path, env: dict, records: list[dict]) -> list[RunData]:
+    groups, orphans = merged_machines(env, records)
+    if orphans:
+        names = sorted({str(r.get(MACHINE_FIELD)) for r in orphans})
+        raise ImportRefused(f"{run_dir}: records of machines {names} not listed in env.json")
     runs = []
-    for entry in env[MACHINES_KEY]:
+    for entry, mine in groups:
         machine = entry[MACHINE_FIELD]
-        sub_env = entry["env"]
-        mine = [r for r in records if r.get(MACHINE_FIELD) == machine]
+        if not isinstance(entry.get("env"), dict):
+            raise ImportRefused(f"{run_dir}: env.json lists machine {machine!r} without its env.json")
         restored = []
-        for rec in mine:
+        for rec in mine:  # back to the source run's own record: its run id, no machine label
             rec = dict(rec)
             rec["run_id"] = rec.pop(SOURCE_RUN_FIELD, entry["run_id"])
             rec.pop(MACHINE_FIELD, None)
@@ -148,16 +109,11 @@ def _split_merged(run_dir: Path, env: dict, records: list[dict]) -> list[RunData
             RunData(
                 run_id=str(entry["run_id"]),
                 machine=machine,
-                started_at=_started_at(sub_env, restored, where),
-                env=sub_env,
+                started_at=_started_at(entry["env"], restored, where),
+                env=entry["env"],
                 records=_dedupe(restored, where),
                 source=str(run_dir),
             )
-        )
-    orphans = {r.get(MACHINE_FIELD) for r in records} - {e[MACHINE_FIELD] for e in env[MACHINES_KEY]}
-    if orphans:
-        raise ImportRefused(
-            f"{run_dir}: records of machines {sorted(map(str, orphans))} not listed in env.json"
         )
     return runs
 
@@ -168,8 +124,8 @@ def load_run_dir(run_dir: str | Path) -> list[RunData]:
     Returns one run, or one per machine for a merged directory.
     """
     run_dir = Path(run_dir)
-    records = _read_cells(run_dir)
-    env = _read_env(run_dir)
+    records = read_records_checked(run_dir)
+    env = read_env_checked(run_dir)
     if env.get(MACHINES_KEY):
         return _split_merged(run_dir, env, records)
     run_id = str(env.get("run_id") or run_dir.name)

@@ -11,18 +11,23 @@ import json
 import logging
 import os
 import sqlite3
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.history.rundir import HistoryError, ImportRefused, RunData, load_run_dir
+from harness.core.results_dir import HistoryError, ImportRefused
+from harness.history.rundir import RunData, load_run_dir
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DB = Path("results/history.sqlite")
+DEFAULT_RESULTS_DIR = Path("results")
+DB_FILE = "history.sqlite"
+DEFAULT_DB = DEFAULT_RESULTS_DIR / DB_FILE
 DB_ENV_VAR = "YOLO26_BENCH_HISTORY"
-DB_SCHEMA_VERSION = 1
+# 2: stored env.json and records are record-schema 2 (db_schema 1 held schema-1 ones; connect() upgrades them).
+DB_SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 120.0
 
 _SCHEMA = """
@@ -53,7 +58,7 @@ CREATE TABLE IF NOT EXISTS cells (
     timing_scope TEXT,
     p50 REAL,
     samples TEXT,
-    mem_mb REAL,
+    mem_mb REAL, -- MiB: the name predates the MiB field names, and renaming would rebuild the table
     mem_source TEXT,
     record TEXT NOT NULL,
     PRIMARY KEY (run_id, machine, cell_id),
@@ -69,7 +74,7 @@ CREATE TABLE IF NOT EXISTS merges (
 """
 
 # Memory compared between runs, in order of preference (see docs/regression-tracking.md).
-MEMORY_SOURCES = ("device_peak_process_mb", "host_peak_delta_mb", "host_peak_rss_mb")
+MEMORY_SOURCES = ("device_peak_process_mib", "host_peak_delta_mib", "host_peak_rss_mib")
 
 
 @dataclass(frozen=True)
@@ -83,9 +88,12 @@ class ImportResult:
     action: str
 
 
-def default_db_path() -> Path:
-    """$YOLO26_BENCH_HISTORY when set, else results/history.sqlite."""
-    return Path(os.environ.get(DB_ENV_VAR) or DEFAULT_DB)
+def default_db_path(results_dir: str | Path = DEFAULT_RESULTS_DIR) -> Path:
+    """The history database of a results directory: $YOLO26_BENCH_HISTORY when set, else
+    <results_dir>/history.sqlite. The one rule the suite's end-of-run import and the CLI both follow, so that
+    `compare --results-dir X` finds what `pytest --results-dir X` imported."""
+    env = os.environ.get(DB_ENV_VAR)
+    return Path(env) if env else Path(results_dir) / DB_FILE
 
 
 def _check_schema(conn: sqlite3.Connection, db_path: Path) -> None:
@@ -98,6 +106,20 @@ def _check_schema(conn: sqlite3.Connection, db_path: Path) -> None:
         )
 
 
+def _set_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, retrying while another process holds the file: two importers opening a new database at
+    once can get "database is locked" from this pragma at once, without SQLite's busy handler waiting."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def connect(db_path: str | Path) -> sqlite3.Connection:
     """Open (creating when needed) the history database for writing, in WAL mode, schema in place."""
     db_path = Path(db_path)
@@ -106,7 +128,7 @@ def connect(db_path: str | Path) -> sqlite3.Connection:
     conn = sqlite3.connect(db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _set_wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("BEGIN IMMEDIATE")
@@ -114,9 +136,13 @@ def connect(db_path: str | Path) -> sqlite3.Connection:
             # Statement by statement: executescript() would commit the open transaction first.
             for stmt in filter(str.strip, _SCHEMA.split(";")):
                 conn.execute(stmt)
-            conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('db_schema', ?)", (str(DB_SCHEMA_VERSION),)
-            )
+            row = conn.execute("SELECT value FROM meta WHERE key = 'db_schema'").fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('db_schema', ?)", (str(DB_SCHEMA_VERSION),)
+                )
+            elif row[0] == "1":
+                _upgrade_from_1(conn, db_path)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -126,6 +152,15 @@ def connect(db_path: str | Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _upgrade_from_1(conn: sqlite3.Connection, db_path: Path) -> None:
+    # Imported lazily: the upgrade uses this module's memory_mib.
+    from harness.history.upgrade import upgrade_from_1
+
+    n = upgrade_from_1(conn)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'db_schema'", (str(DB_SCHEMA_VERSION),))
+    log.info("%s: upgraded %d run(s) to db_schema %d (record schema 2)", db_path, n, DB_SCHEMA_VERSION)
 
 
 def open_readonly(db_path: str | Path) -> sqlite3.Connection:
@@ -146,8 +181,8 @@ def open_readonly(db_path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-def memory_mb(rec: dict) -> tuple[float | None, str | None]:
-    """The memory figure compared between runs and which field it came from."""
+def memory_mib(rec: dict) -> tuple[float | None, str | None]:
+    """The memory figure compared between runs (MiB) and which field it came from."""
     mem = rec.get("memory") or {}
     for source in MEMORY_SOURCES:
         value = mem.get(source)
@@ -160,7 +195,7 @@ def _cell_row(run: RunData, rec: dict) -> tuple:
     latency = rec.get("latency_ms") or {}
     ok = rec["status"] == "ok"
     samples = rec.get("samples_ms") if ok else None
-    mem, mem_source = memory_mb(rec) if ok else (None, None)
+    mem, mem_source = memory_mib(rec) if ok else (None, None)
     stored = {k: v for k, v in rec.items() if k != "samples_ms"}
     return (
         run.run_id,
@@ -252,6 +287,7 @@ def import_run_dir(db_path: str | Path, run_dir: str | Path) -> list[ImportResul
 
 __all__ = [
     "DEFAULT_DB",
+    "DEFAULT_RESULTS_DIR",
     "HistoryError",
     "ImportRefused",
     "ImportResult",
@@ -259,6 +295,6 @@ __all__ = [
     "default_db_path",
     "import_run_dir",
     "import_runs",
-    "memory_mb",
+    "memory_mib",
     "open_readonly",
 ]

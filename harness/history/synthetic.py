@@ -6,15 +6,16 @@ rare large outliers (interrupts, allocator hiccups), which is what real `samples
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.axes import Shape
-from harness.cell import Cell
-from harness.records import Latency, RecordWriter, new_record
+from harness import SCHEMA_VERSION
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.core.record import Energy, Latency, Memory, new_record
+from harness.core.results_dir import RecordWriter, write_env
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ def make_env(
     libs = {"torch": "2.13.0", "ultralytics": "8.4.190", "onnxruntime": "1.31.1", "openvino": None}
     libs.update(libraries or {})
     return {
+        "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "started_at": started_at,
         "git_commit": "0" * 40,
@@ -68,6 +70,7 @@ def make_env(
         ),
         "cuda": {"version": cuda, "cudnn": "9.1.0"} if cuda else None,
         "libraries": libs,
+        "threads": {"budget": 16, "physical_cores": 16, "source": "physical cores (default)"},
     }
 
 
@@ -95,7 +98,7 @@ def make_record(
     *,
     status: str = "ok",
     samples_ms: list[float] | None = None,
-    device_mem_mb: float | None = None,
+    device_mem_mib: float | None = None,
     timing_scope: str = "model",
 ) -> dict:
     """A complete record for cell c; an ok record carries latency, samples and memory."""
@@ -104,18 +107,17 @@ def make_record(
     rec["started_at"] = "1970-01-01T00:00:00+00:00"
     if status == "ok" and samples_ms:
         rec["precision_executed"] = c.precision
+        rec["precision_source"] = "synthetic"
         rec["latency_ms"] = Latency.from_samples(samples_ms, timing_scope).to_dict()
         rec["samples_ms"] = samples_ms
-        rec["memory"] = {
-            "host_peak_rss_mb": 2048.0,
-            "host_peak_delta_mb": 300.0,
-            "device_peak_used_mb": device_mem_mb,
-            "device_peak_process_mb": device_mem_mb,
-            "torch_max_allocated_mb": None,
-            "torch_max_reserved_mb": None,
-            "energy_per_inference_j": None,
-            "source": "synthetic",
-        }
+        rec["memory"] = Memory(
+            host_peak_rss_mib=2048.0,
+            host_peak_delta_mib=300.0,
+            device_peak_used_mib=device_mem_mib,
+            device_peak_process_mib=device_mem_mib,
+            source="synthetic",
+        ).to_dict()
+        rec["energy"] = Energy(source="synthetic").to_dict()
     elif status != "ok":
         rec["reason"] = f"synthetic {status}"
         rec["failure"] = {"class": "Synthetic", "stage": "run", "message": f"synthetic {status}"}
@@ -129,5 +131,5 @@ def write_run(root: str | Path, env: dict, records: list[dict]) -> Path:
     writer = RecordWriter(run_dir)
     for rec in records:
         writer.write(rec)
-    (run_dir / "env.json").write_text(json.dumps(env, indent=2) + "\n", encoding="utf-8")
+    write_env(run_dir, env)
     return run_dir

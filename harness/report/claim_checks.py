@@ -10,9 +10,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from harness.core.results_dir import dig
 from harness.report.fmt import fmt_num
 from harness.report.index import RunIndex, workload_key
-from harness.report.load import dig, is_failed, number
+from harness.report.load import is_failed, number
 from harness.report.matrix import machine_label, short
 
 if TYPE_CHECKING:

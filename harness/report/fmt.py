@@ -59,12 +59,12 @@ def fmt_num(value: float, digits: int = 3) -> str:
 
 
 def fmt_bytes(n: float) -> str:
-    """A byte count in B, KB, MB or GB (binary multiples)."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
+    """A byte count in B, KiB, MiB or GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
             return f"{fmt_num(n)} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
-    return f"{fmt_num(n)} GB"
+    return f"{fmt_num(n)} GiB"
 
 
 def field(rec: dict, path: str, notes: Notes, digits: int = 3, suffix: str = "") -> Shown:

@@ -6,8 +6,8 @@ import logging
 import re
 from dataclasses import dataclass, field
 
+from harness.core.results_dir import UNKNOWN
 from harness.report.index import RunIndex
-from harness.report.load import UNKNOWN
 from harness.report.matrix import machine_label
 
 log = logging.getLogger(__name__)
@@ -37,8 +37,9 @@ def _gpu_line(g: dict) -> str:
     if g.get("compute_capability"):
         parts.append(f"compute capability {g['compute_capability']}")
     parts.append(f"driver {g.get('driver') or UNKNOWN}")
-    if g.get("memory_total_mb"):
-        parts.append(f"{g['memory_total_mb']} MB")
+    total = g.get("memory_total_mb")  # env.json's name; the value is NVML's total / 2**20, i.e. MiB
+    if isinstance(total, int | float) and total:
+        parts.append(f"{total:.0f} MiB")
     return ", ".join(map(str, parts))
 
 

@@ -10,35 +10,24 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from harness.axes import SIZES, TASKS
-from harness.report.load import Run, number
+from harness import backends
+from harness.core.axes import SIZES, TASKS
+from harness.core.results_dir import Run
+from harness.report.load import number
 
 log = logging.getLogger(__name__)
 
-BACKEND_ORDER = (
-    "torch-eager",
-    "torch-compile",
-    "onnxruntime",
-    "openvino",
-    "executorch-xnnpack",
-    "aoti",
-    "tensorrt",
-    "onnxruntime-trt",
-    "executorch-cuda",
-    "executorch-vulkan",
-    "executorch-coreml",
-    "executorch-mps",
-    "executorch-qnn",
-    "executorch-arm",
-)
-# Targets with no runtime on a Linux benchmark machine: their cells end at `exported`.
-EXPORT_ONLY_BACKENDS = (
-    "executorch-vulkan",
-    "executorch-coreml",
-    "executorch-mps",
-    "executorch-qnn",
-    "executorch-arm",
-)
+
+def backend_order() -> tuple[str, ...]:
+    """Backend names in the order the report lists them: the registry's (each backend's `display_order`)."""
+    return backends.display_order()
+
+
+def export_only_backends() -> tuple[str, ...]:
+    """Targets with no runtime on a Linux benchmark machine: their cells end at `exported`."""
+    return backends.export_only_names()
+
+
 DEVICE_ORDER = ("cpu", "cuda", "gpu")
 REFERENCE_BACKEND = "torch-eager"
 

@@ -11,9 +11,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.core.results_dir import dig
 from harness.report.fmt import fmt_bytes, fmt_num
-from harness.report.index import BACKEND_ORDER, DEVICE_ORDER, RunIndex, order_key, row_key, row_sort
-from harness.report.load import dig, is_failed, null_reason, number, run_shape, shape_label
+from harness.report.index import DEVICE_ORDER, RunIndex, backend_order, order_key, row_key, row_sort
+from harness.report.load import is_failed, null_reason, number, run_shape, shape_label
 
 log = logging.getLogger(__name__)
 
@@ -198,11 +199,12 @@ def build_matrices(indexes: list[RunIndex], href: LogHref) -> list[MatrixView]:
         by_shape.setdefault(shape, {}).setdefault(rkey, {})[col] = views
 
     out = []
+    backends = backend_order()
     for shape in sorted(by_shape, key=_shape_sort):
         rows = by_shape[shape]
         cols = sorted(
             {c for cells in rows.values() for c in cells},
-            key=lambda c: (c.run_pos, order_key(c.device, DEVICE_ORDER), order_key(c.backend, BACKEND_ORDER)),
+            key=lambda c: (c.run_pos, order_key(c.device, DEVICE_ORDER), order_key(c.backend, backends)),
         )
         machines: list[HeaderSpan] = []
         devices: list[HeaderSpan] = []

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from harness.report.index import BACKEND_ORDER, RunIndex, order_key, row_key, row_sort
+from harness.report.index import RunIndex, backend_order, order_key, row_key, row_sort
 from harness.report.load import number
 from harness.report.matrix import row_label
 
@@ -49,7 +49,8 @@ class Palette:
     def __init__(self, labels: Iterable[str]) -> None:
         from matplotlib import colormaps
 
-        ordered = sorted(set(labels), key=lambda s: (order_key(s.split("/")[0], BACKEND_ORDER), s))
+        order = backend_order()
+        ordered = sorted(set(labels), key=lambda s: (order_key(s.split("/")[0], order), s))
         cmap = colormaps["tab10" if len(ordered) <= 10 else "tab20"]
         self._colors = {label: cmap(i % cmap.N) for i, label in enumerate(ordered)}
 
@@ -197,8 +198,8 @@ def memory_per_backend(indexes: list[RunIndex], color: Palette) -> PlotView:
     )
     many = len(indexes) > 1
     fields = (
-        ("memory.host_peak_rss_mb", "host peak RSS (MB)"),
-        ("memory.device_peak_process_mb", "device peak (MB)"),
+        ("memory.host_peak_rss_mib", "host peak RSS (MiB)"),
+        ("memory.device_peak_process_mib", "device peak (MiB)"),
     )
     data: dict[str, dict[str, list[float]]] = {f: {} for f, _ in fields}
     for idx, rec in _measured(indexes):
@@ -213,8 +214,9 @@ def memory_per_backend(indexes: list[RunIndex], color: Palette) -> PlotView:
         fig = _figure(7, 0.3 + 3.0 * len(present), bottom=1.3, legend=False)
         fig.subplots_adjust(hspace=0.6 if len(present) > 1 else 0.2)
         axes = fig.subplots(len(present), 1, squeeze=False)[:, 0]
+        order = backend_order()
         for ax, (f, label) in zip(axes, present, strict=True):
-            names = sorted(data[f], key=lambda s: (order_key(s.split("/")[0], BACKEND_ORDER), s))
+            names = sorted(data[f], key=lambda s: (order_key(s.split("/")[0], order), s))
             for i, name in enumerate(names):
                 vals = data[f][name]
                 jitter = [i + (j % 7 - 3) * 0.04 for j in range(len(vals))]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.report.fmt import fmt_bytes, fmt_num
-from harness.report.index import EXPORT_ONLY_BACKENDS, RunIndex, row_sort, workload_key
+from harness.report.index import RunIndex, export_only_backends, row_sort, workload_key
 from harness.report.load import number, run_shape
 from harness.report.matrix import machine_label, row_label
 
@@ -168,10 +168,10 @@ def _throughput_numbers(rec: dict) -> str:
 
 
 def _memory_numbers(rec: dict) -> str:
-    host, dev = number(rec, "memory.host_peak_rss_mb"), number(rec, "memory.device_peak_process_mb")
-    out = f"host peak RSS {fmt_num(host)} MB" if host is not None else "host peak n/a"
+    host, dev = number(rec, "memory.host_peak_rss_mib"), number(rec, "memory.device_peak_process_mib")
+    out = f"host peak RSS {fmt_num(host)} MiB" if host is not None else "host peak n/a"
     if dev is not None:
-        out += f", device peak {fmt_num(dev)} MB"
+        out += f", device peak {fmt_num(dev)} MiB"
     return out + f", p50 {_ms(rec)}"
 
 
@@ -308,7 +308,7 @@ def _ok_b1(r: dict) -> bool:
 
 
 def _runnable(r: dict) -> bool:
-    return r.get("backend") not in EXPORT_ONLY_BACKENDS
+    return r.get("backend") not in export_only_backends()
 
 
 USE_CASES = {
@@ -335,7 +335,7 @@ USE_CASES = {
     ),
     "lowest-memory": RankedUseCase(
         "lowest-memory", "Lowest memory", "lowest host peak RSS at batch 1 among cells that ran ok",
-        _runnable, _ok_b1, _metric("memory.host_peak_rss_mb"), False, "measured",
+        _runnable, _ok_b1, _metric("memory.host_peak_rss_mib"), False, "measured",
         "host peak RSS", _memory_numbers,
     ),
 }  # fmt: skip

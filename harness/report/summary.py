@@ -7,8 +7,9 @@ import logging
 import re
 from typing import Any
 
+from harness.core.results_dir import dig
 from harness.report.index import RunIndex
-from harness.report.load import dig, number
+from harness.report.load import number
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,11 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from harness.core.results_dir import dig
 from harness.report.fmt import Notes, Shown, derived
 from harness.report.fmt import field as show_field
 from harness.report.index import REFERENCE_BACKEND, RunIndex, row_sort
-from harness.report.load import dig, is_failed, null_reason, number, run_shape
+from harness.report.load import is_failed, null_reason, number, run_shape
 from harness.report.matrix import LogHref, anchor_for, machine_label
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class Row:
     batch: str
     precision: str
     precision_mismatch: bool
+    precision_source: str  # how the executed precision was read, or why it is n/a (shown on hover)
     remedy: str
     values: dict[str, Shown]
     timing_scope: str
@@ -111,14 +113,21 @@ LATENCY_FIELDS = (
     ("load_s", "load_s"),
 )
 MEMORY_FIELDS = (
-    ("host_peak", "memory.host_peak_rss_mb"),
-    ("host_delta", "memory.host_peak_delta_mb"),
-    ("device_used", "memory.device_peak_used_mb"),
-    ("device_process", "memory.device_peak_process_mb"),
-    ("torch_allocated", "memory.torch_max_allocated_mb"),
-    ("torch_reserved", "memory.torch_max_reserved_mb"),
-    ("energy", "memory.energy_per_inference_j"),
+    ("host_peak", "memory.host_peak_rss_mib"),
+    ("host_delta", "memory.host_peak_delta_mib"),
+    ("device_used", "memory.device_peak_used_mib"),
+    ("device_process", "memory.device_peak_process_mib"),
+    ("torch_allocated", "memory.torch_max_allocated_mib"),
+    ("torch_reserved", "memory.torch_max_reserved_mib"),
+    ("energy", "energy.per_inference_j"),
 )
+
+
+def _sources(rec: dict) -> str:
+    """How the memory figures were read, and the energy figure where it has its own source."""
+    text = str(dig(rec, "memory.source") or "n/a")
+    energy = dig(rec, "energy.source")
+    return f"{text}; energy: {energy}" if energy else text
 
 
 def speedup(idx: RunIndex, rec: dict, notes: Notes) -> Shown:
@@ -220,6 +229,9 @@ def measured_rows(
                     batch=str(rec.get("batch")),
                     precision=precision,
                     precision_mismatch=bool(executed and executed != requested),
+                    precision_source=str(
+                        rec.get("precision_source") or null_reason(rec, "precision_executed")
+                    ),
                     remedy=(
                         f"{rec.get('remedy')} (remedy of {rec.get('remedy_of')})"
                         if rec.get("remedy_of")
@@ -228,7 +240,7 @@ def measured_rows(
                     or str(rec.get("remedy") or ""),
                     values=values,
                     timing_scope=str(dig(rec, "latency_ms.timing_scope") or "n/a"),
-                    memory_source=str(dig(rec, "memory.source") or "n/a"),
+                    memory_source=_sources(rec),
                     log_href=href(idx, rec),
                     trend=trend_for(trends or {}, cid, idx.run.machine_key),
                 )

@@ -1,23 +1,24 @@
 """Regenerate the recorded-run fixtures of the report tests: `python tests/data/report/make_fixtures.py`.
 
-Two runs shaped exactly like the runner's output (records from `harness.records.new_record`, env.json like
-`harness.envinfo.collect`): a 2-core CPU machine and an H100 machine. The numbers follow the project's reference
+Two runs shaped exactly like the runner's output (records from `harness.core.record.new_record`, env.json like
+`harness.core.envinfo.collect`): a 2-core CPU machine and an H100 machine. The numbers follow the project's reference
 timings (shared/FACTS.md) and the failure modes it lists; they are fixtures, not measurements of this checkout.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from harness.axes import Shape
-from harness.cell import Cell
-from harness.diagnosis_glue import parity_failure
-from harness.records import Latency, RecordWriter, new_record
-from harness.runner import fill_null_reasons
+from harness import SCHEMA_VERSION
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.core.null_reasons import fill_null_reasons
+from harness.core.record import Energy, Latency, Memory, new_record
+from harness.core.results_dir import RecordWriter, write_env
+from harness.diagnosis.failure import parity_failure
 
 HERE = Path(__file__).parent
 RANDOM_WEIGHTS = "random-init:0"
@@ -42,12 +43,26 @@ def _dyn(backend: str, size: int, device: str = "cpu") -> Cell:
     return Cell("n", "detect", "e2e", backend, device, Shape(size, size, dynamic=True))
 
 
+# How each backend reads precision_executed (shortened from the backends' own precision_source texts); backends not
+# listed report no precision in these fixtures (null with the reason).
+_PARAMS = "dtypes of the model's parameters as loaded"
+PRECISION_SOURCES = {
+    "torch-eager": _PARAMS,
+    "torch-compile": _PARAMS,
+    "onnxruntime": "element types of the ONNX graph the session runs",
+    "openvino": "OpenVINO's execution graph: the runtimePrecision of each compute layer",
+    "executorch-xnnpack": "export-time dtypes of the lowered graph",
+    "tensorrt": "TensorRT's engine inspector: the output type of each compute layer",
+}
+
+
 class RunBuilder:
-    def __init__(self, run_dir: Path, run_id: str, weights: str, started: str) -> None:
+    def __init__(self, run_dir: Path, run_id: str, weights: str, started: str, threads: int) -> None:
         if run_dir.exists():
             shutil.rmtree(run_dir)
         (run_dir / "logs").mkdir(parents=True)
         self.run_dir, self.run_id, self.weights, self.started = run_dir, run_id, weights, started
+        self.threads = threads  # the run's CPU thread budget (physical cores: the default)
         self.writer = RecordWriter(run_dir)
         self.rng = random.Random(run_id)
         self.n = 0
@@ -62,7 +77,22 @@ class RunBuilder:
         t = datetime.fromisoformat(self.started) + timedelta(seconds=17 * self.n)
         rec["started_at"] = t.isoformat(timespec="seconds")
         rec["duration_s"] = round(2 + self.rng.random() * 20, 3)
+        rec["threads_requested"] = self.threads
         return rec
+
+    def _ran(self, rec: dict, cell: Cell, executed: str | None) -> None:
+        """What a cell that ran records about its runtime: threads and the precision it executed."""
+        rec["threads"] = self.threads if cell.device == "cpu" else None
+        if cell.device != "cpu":
+            rec["null_reasons"]["threads"] = "CUDA cell: the runtime's CPU threads are not what it runs on"
+        source = PRECISION_SOURCES.get(cell.backend)
+        if source:
+            executed = executed or cell.precision
+            rec.update(precision_executed=executed, precision_source=source, precision_detail={executed: 240})
+        else:
+            why = f"{cell.backend} does not report the precision it executes"
+            rec.update(precision_executed=None, precision_source=why)
+            rec["null_reasons"]["precision_executed"] = why
 
     def _log(self, rec: dict, text: str) -> None:
         path = self.run_dir / "logs" / f"{rec['cell_id']}.log"
@@ -97,16 +127,17 @@ class RunBuilder:
         rec = self._base(cell, cell_id, height)
         samples = [round(p50 * (1 + abs(self.rng.gauss(0, 0.03))) - p50 * 0.02, 4) for _ in range(25)]
         lat = Latency.from_samples(samples, scope)
+        self._ran(rec, cell, executed)
         rec.update(
             status=status,
             reason=None,
-            precision_executed=executed or cell.precision,
             artifact=f".cache/exports/{rec['cell_id']}/model"
             if export_s is not None
             else f".cache/models/{cell.model}.pt",
             artifact_bytes=int(5.4e6 * {"n": 1, "s": 3.9, "m": 8.4}[cell.size]),
-            cache_hit=False,
+            cache_hit=False if export_s is not None else None,
             export_s=export_s,
+            export_origin="exported in this attempt" if export_s is not None else None,
             load_s=round(0.2 + self.rng.random(), 3),
             first_run_ms=first_ms if first_ms is not None else round(p50 * 2.7, 3),
             latency_ms=lat.to_dict(),
@@ -120,19 +151,25 @@ class RunBuilder:
         )
         if compile_s is None:
             rec["null_reasons"]["compile_s"] = "no compile step (the backend does not compile at load)"
-        rec["memory"] = {
-            "host_peak_rss_mb": rss,
-            "host_peak_delta_mb": round(rss * 0.31, 1),
-            "device_peak_used_mb": gpu_mem + 520.0 if gpu_mem else None,
-            "device_peak_process_mb": gpu_mem,
-            "torch_max_allocated_mb": round(gpu_mem * 0.6, 1)
-            if gpu_mem and "torch" in cell.backend
-            else None,
-            "torch_max_reserved_mb": round(gpu_mem * 0.8, 1) if gpu_mem and "torch" in cell.backend else None,
-            "energy_per_inference_j": energy,
-            "source": "psutil RSS sampled at 100 Hz over load and timed rounds (212 samples)"
-            + ("; NVML device memory and power at 100 Hz" if gpu_mem else ""),
-        }
+        torch_gpu = bool(gpu_mem) and "torch" in cell.backend
+        rec["memory"] = Memory(
+            host_peak_rss_mib=rss,
+            host_peak_delta_mib=round(rss * 0.31, 1),
+            host_baseline_mib=round(rss * 0.69, 1),
+            device_peak_used_mib=gpu_mem + 520.0 if gpu_mem else None,
+            device_peak_process_mib=gpu_mem,
+            torch_max_allocated_mib=round(gpu_mem * 0.6, 1) if torch_gpu else None,
+            torch_max_reserved_mib=round(gpu_mem * 0.8, 1) if torch_gpu else None,
+            source="psutil RSS sampled at 100 Hz over load and timed rounds (212 samples)"
+            + ("; NVML device memory at 100 Hz" if gpu_mem else ""),
+        ).to_dict()
+        if energy is not None:
+            rec["energy"] = Energy(
+                per_inference_j=energy,
+                window_s=2.4,
+                inferences=25 * cell.batch,
+                source="NVML total energy counter over the timed rounds",
+            ).to_dict()
         if parity_fail:
             rec["parity"]["rel_l2"] = 0.031
             rec["reason"] = "rel_l2 0.031 exceeds the fp16 tolerance 0.01"
@@ -166,6 +203,7 @@ class RunBuilder:
             reason=message.splitlines()[0][:500],
             export_s=export_s,
             cache_hit=False,
+            export_origin="exported in this attempt" if export_s is not None else None,
             remedy=remedy,
             remedy_of=remedy_of,
         )
@@ -198,6 +236,7 @@ class RunBuilder:
             artifact_bytes=size_b,
             cache_hit=False,
             export_s=export_s,
+            export_origin="exported in this attempt",
             ops={
                 "delegated": delegated,
                 "fallback": fallback,
@@ -212,7 +251,14 @@ class RunBuilder:
     def probe(self, cell: Cell, status: str, reason: str, export_s: float, failure=None, **extra) -> dict:
         """The dynamic probe record: the artifact's export, its status summing up the shape sweep."""
         rec = self._base(cell, extra.pop("cell_id", None))
-        rec.update(status=status, reason=reason, export_s=export_s, cache_hit=False, **extra)
+        rec.update(
+            status=status,
+            reason=reason,
+            export_s=export_s,
+            cache_hit=False,
+            export_origin="exported in this attempt",
+            **extra,
+        )
         rec.update(artifact=f".cache/exports/{rec['cell_id']}/model", artifact_bytes=10_120_448)
         rec["null_reasons"]["latency_ms"] = "dynamic probe: latency is in the per-shape sweep records"
         if failure:
@@ -241,7 +287,7 @@ class RunBuilder:
 
     def env(self, **extra) -> None:
         env = {
-            "schema_version": 1,
+            "schema_version": SCHEMA_VERSION,
             "run_id": self.run_id,
             "started_at": self.started,
             "harness_version": "0.1.0",
@@ -258,9 +304,14 @@ class RunBuilder:
                 "tensorrt": None,
             },
             "weights_note": "",
+            "threads": {
+                "budget": self.threads,
+                "physical_cores": self.threads,
+                "source": "physical cores (default)",
+            },
         }
         env.update(extra)
-        (self.run_dir / "env.json").write_text(json.dumps(env, indent=2) + "\n")
+        write_env(self.run_dir, env)
 
 
 GUARD = "(1 + ((h - 1) // 16)) == (2 + 2*((h - 1) // 32))"
@@ -272,7 +323,7 @@ CONSTRAINT = (
 
 
 def cpu_run(root: Path) -> None:
-    b = RunBuilder(root / "cpu_run", "20261120T101500Z-cpu", RANDOM_WEIGHTS, "2026-11-20T10:15:00+00:00")
+    b = RunBuilder(root / "cpu_run", "20261120T101500Z-cpu", RANDOM_WEIGHTS, "2026-11-20T10:15:00+00:00", 1)
     b.env(
         host={
             "hostname": "ci-cpu-2",
@@ -397,7 +448,7 @@ def cpu_run(root: Path) -> None:
 
 
 def gpu_run(root: Path) -> None:
-    b = RunBuilder(root / "gpu_run", "20261120T113000Z-h100", FILE_WEIGHTS, "2026-11-20T11:30:00+00:00")
+    b = RunBuilder(root / "gpu_run", "20261120T113000Z-h100", FILE_WEIGHTS, "2026-11-20T11:30:00+00:00", 8)
     b.env(
         host={
             "hostname": "gpu-runner-7",

@@ -1,0 +1,1 @@
+"""backends/_shared: see the package docstrings of its modules."""

@@ -1,0 +1,1 @@
+"""core: see the package docstrings of its modules."""

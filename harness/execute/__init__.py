@@ -1,0 +1,1 @@
+"""execute: see the package docstrings of its modules."""

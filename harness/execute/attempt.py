@@ -1,0 +1,274 @@
+"""Run one cell end to end and write its records: the attempt's stages (harness.execute.stages), the remedy ladder
+for failures (harness.execute.ladder), and the shape sweep of a dynamic artifact.
+
+Every attempt writes exactly one record as soon as it finishes, whatever failed, so a crash in one cell never loses
+the records of the others. `CellRunner` also holds the run-wide services the stages use: the export cache, the
+checkpoints, the PyTorch references and the progress line.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from harness import backends
+from harness.backends.base import ExportRequest
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.core.null_reasons import fill_null_reasons
+from harness.core.record import FAILED_STATUSES, new_record, set_null
+from harness.core.threads import set_budget
+from harness.diagnosis.failure import failure_from_exception
+from harness.execute.config import RunConfig
+from harness.execute.export_cache import ExportCache, cache_key
+from harness.execute.isolate import ExportOutcome, run_export
+from harness.execute.ladder import climb
+from harness.execute.stages import Attempt, AttemptState, export, plan, run_stages
+from harness.measure.parity import References
+from harness.measure.timing import Timer, loop_timer, slowdown_factors
+from harness.yolo.dynamic import DEFAULT_RANGE
+from harness.yolo.models import Materialized, ModelSource, materialize
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Attempt", "CellRunner", "RunConfig", "loop_timer", "slowdown_factors"]
+
+
+class CellRunner:
+    """Runs cells and writes their records; holds the per-run services (checkpoints, references, export cache)."""
+
+    def __init__(self, config: RunConfig, progress: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.progress = progress or (lambda msg: log.info("%s", msg))
+        set_budget(
+            config.threads
+        )  # every runtime of this process and its export/probe children get the budget
+        config.run_dir.mkdir(parents=True, exist_ok=True)
+        (config.run_dir / "logs").mkdir(exist_ok=True)
+        from harness.core.results_dir import RecordWriter
+
+        self.writer = RecordWriter(config.run_dir)
+        self.cache = ExportCache(config.cache_dir)
+        self.references = References()
+        self._materialized: dict[tuple, Materialized] = {}
+        self.slowdown = slowdown_factors()
+        self.last_runner = None  # kept for side-by-side benchmarks of the harness against a bare loop
+
+    # -- public -------------------------------------------------------------------------------------------------
+    def run_cell(self, cell: Cell, timer: Timer = loop_timer, skip_reason: str | None = None) -> dict:
+        """Run `cell` (and its remedies or shape sweep); return the cell's own record."""
+        return self.run_cell_all(cell, timer, skip_reason)[0]
+
+    def run_cell_all(
+        self, cell: Cell, timer: Timer = loop_timer, skip_reason: str | None = None
+    ) -> list[dict]:
+        """Every record `cell` produces: its own first, then remedy attempts and dynamic sweep shapes."""
+        if cell.shape.dynamic and not skip_reason:
+            return self.dynamic(cell, timer)
+        rec = self.attempt(Attempt(cell, cell.id, skip_reason=skip_reason), timer)
+        if rec["status"] not in FAILED_STATUSES or not self.config.remedies:
+            return [rec]
+
+        def try_remedy(a: Attempt) -> tuple[list[dict], bool]:
+            r = self.attempt(a, timer)
+            self.progress(f"{rec['cell_id']}: remedy {r['remedy']}: {r['status']}")
+            return [r], r["status"] == "ok"
+
+        return [rec, *climb(cell, rec, try_remedy)]
+
+    def preload(self, cells: list[Cell]) -> None:
+        """Import the runtimes of every planned backend up front (their probes do), so that no cell's memory
+        figures include another backend's library import, whatever order the cells run in."""
+        for name, device in sorted({(c.backend, c.device) for c in cells}):
+            try:
+                backends.get(name).probe(device)
+            except Exception as e:  # an unusable backend is the cell's skip reason later, not an error here
+                log.debug("preload of %s/%s: %s", name, device, e)
+
+    # -- one attempt --------------------------------------------------------------------------------------------
+    def attempt(self, a: Attempt, timer: Timer) -> dict:
+        """Run the stages of one attempt and write its record."""
+        s = self.state(a, timer)
+        try:
+            run_stages(self, s)
+        except Exception as e:  # a harness bug in one cell must not lose the run
+            self.crashed(s, e)
+        return self.finish(s)
+
+    def state(self, a: Attempt, timer: Timer) -> AttemptState:
+        rec = new_record(self.config.run_id, a.cell, weights="unknown")
+        rec.update(cell_id=a.cell_id, remedy=a.remedy, remedy_of=a.remedy_of)
+        rec["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+        rec["_t0"] = time.perf_counter()
+        return AttemptState(a, rec, self.config.run_dir / "logs" / f"{a.cell_id}.log", timer)
+
+    def crashed(self, s: AttemptState, e: Exception) -> None:
+        log.exception("cell %s crashed in the harness", s.attempt.cell_id)
+        with open(s.log_path, "a") as f:
+            f.write(traceback.format_exc())
+        s.rec.update(
+            status="crashed", reason=f"harness error: {type(e).__name__}: {e}", log=self.rel(s.log_path)
+        )
+        s.rec["failure"] = failure_from_exception(e, "harness", s.rec["log"])
+
+    def finish(self, s: AttemptState) -> dict:
+        rec = s.rec
+        rec["duration_s"] = round(time.perf_counter() - rec.pop("_t0"), 3)
+        fill_null_reasons(rec)
+        self.writer.write(rec)
+        return rec
+
+    # -- services the stages use ----------------------------------------------------------------------------------
+    def rel(self, path: Path) -> str:
+        return str(Path(path).relative_to(self.config.run_dir))
+
+    def unrunnable(self, cell: Cell) -> str | None:
+        """Why `cell` cannot run here (unknown backend, device, precision, missing runtime), or None."""
+        try:
+            backend = backends.get(cell.backend)
+        except KeyError as e:
+            return str(e)
+        return backend.unsupported(cell) or backend.probe(cell.device)
+
+    def materialize(self, cell: Cell) -> Materialized:
+        key = (cell.size, cell.task)
+        if key not in self._materialized:
+            src = ModelSource(cell.size, cell.task, self.config.weights_dir, self.config.seed)
+            self._materialized[key] = materialize(src, self.config.cache_dir)
+        return self._materialized[key]
+
+    def reference(
+        self, mat: Materialized, cell: Cell, height: int, width: int, options: dict
+    ) -> list[np.ndarray]:
+        return self.references.get(mat, cell, height, width, options)
+
+    def slowdown_factor(self, cell: Cell) -> float:
+        return self.slowdown.get(cell.backend, 1.0)
+
+    def release_previous(self) -> None:
+        """Drop the previous cell's runtime before the next one loads (its memory must not count there)."""
+        self.last_runner = None
+
+    def export(self, backend, cell: Cell, mat: Materialized, log_path: Path, options: dict) -> ExportOutcome:
+        """The export of `cell` with `options`: from the cache, or made now in an isolated process and cached."""
+        fields = {
+            "backend": cell.backend,
+            "device": cell.device,
+            "weights_sha256": mat.sha256,
+            "task": cell.task,
+            "head": cell.head,
+            "shape": cell.shape.label,
+            "batch": cell.batch,
+            "precision": cell.precision,
+            "options": options,
+        }
+        key = cache_key(fields, backend.library, inspect.getsourcefile(type(backend)))
+        suffix = "".join(f"-{k}" for k in sorted(options) if k != "dynamic_range")
+        entry = self.cache.entry_dir(f"{cell.id}{suffix}", key)
+        if self.config.refresh_cache:
+            self.cache.clear(entry)
+        cached = self.cache.lookup(entry)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        if cached is not None:
+            self.progress(f"{cell.id}: export cache hit ({entry.name})")
+            with open(log_path, "a") as f:
+                f.write(f"=== export cache hit: {entry} (original export log: {cached.log})\n")
+                if cached.traceback:
+                    f.write(cached.traceback)
+            return ExportOutcome(**{**cached.__dict__, "wall_s": None, "log": str(log_path)})
+        self.cache.clear(entry)
+        self.progress(f"{cell.id}: exporting ({cell.backend}{' ' + str(options) if options else ''}) ...")
+        side = max(options.get("dynamic_range", DEFAULT_RANGE)) // 2
+        req = ExportRequest.for_cell(cell, mat.checkpoint, entry, options, side)
+        outcome = run_export(req, log_path, self.config.export_timeout_s, self.config.export_memory_gb)
+        outcome = ExportOutcome(
+            **{
+                **outcome.__dict__,
+                "exported_by_run": self.config.run_id,
+                "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
+        )
+        self.cache.store(entry, outcome)
+        self.progress(f"{cell.id}: export {outcome.status} in {outcome.wall_s:.1f}s")
+        return outcome
+
+    # -- the dynamic probe ----------------------------------------------------------------------------------------
+    def dynamic(self, cell: Cell, timer: Timer) -> list[dict]:
+        """Export once with dynamic H/W over the range, then run that one artifact over the shape sweep.
+
+        When the dynamic export fails, the ladder applies matching remedies (32*Dim, raw head, ...) cumulatively,
+        and the first remedied artifact that exports is swept instead.
+        """
+        base = {"dynamic_range": list(self.config.dynamic_range)}
+        recs = self.dynamic_attempt(Attempt(cell, cell.id, export_options=base), timer)
+        if recs[0]["status"] != "export_failed" or not self.config.remedies:
+            return recs
+
+        def try_remedy(a: Attempt) -> tuple[list[dict], bool]:
+            a.export_options = {**base, **a.export_options}
+            out = self.dynamic_attempt(a, timer)
+            return out, out[0]["status"] != "export_failed"
+
+        return [*recs, *climb(cell, recs[0], try_remedy, dynamic=True)]
+
+    def dynamic_attempt(self, a: Attempt, timer: Timer) -> list[dict]:
+        """The dynamic export of `a` (its own record, summarising the sweep), then one record per sweep shape."""
+        s = self.state(a, timer)
+        try:
+            if not (plan(self, s) and export(self, s)):
+                return [self.finish(s)]
+        except Exception as e:
+            self.crashed(s, e)
+            return [self.finish(s)]
+        sweep = self.sweep(a, s.outcome, timer)
+        summarise_sweep(s.rec, sweep)
+        return [self.finish(s), *sweep]
+
+    def sweep(self, a: Attempt, outcome: ExportOutcome, timer: Timer) -> list[dict]:
+        """Run one dynamic artifact at each sweep shape; a shape that is not a multiple of 32 and fails is
+        retried letterbox-padded to the next multiple of 32 (the ladder's padding remedy)."""
+        recs = []
+        for side in self.config.sweep:
+            target = a.cell.with_(shape=Shape(side, side, dynamic=True))
+            rid = target.id + (f"+{a.remedy}" if a.remedy else "")
+            shape_attempt = Attempt(
+                target, rid, a.remedy, a.remedy_of, a.export_options, export_cell=a.cell, prebuilt=outcome
+            )
+            rec = self.attempt(shape_attempt, timer)
+            recs.append(rec)
+            rec["_sweep"] = (side, rec["status"], None)
+            if rec["status"] in FAILED_STATUSES and self.config.remedies and not target.shape.multiple_of_32:
+
+                def try_padded(
+                    pa: Attempt, rec=rec, shape_attempt=shape_attempt, side=side
+                ) -> tuple[list[dict], bool]:
+                    pa.remedy = f"{shape_attempt.remedy}+{pa.remedy}" if shape_attempt.remedy else pa.remedy
+                    pa.export_options, pa.export_cell, pa.prebuilt = a.export_options, a.cell, outcome
+                    r = self.attempt(pa, timer)
+                    rec["_sweep"] = (side, r["status"], f"padded to {r['height']}")
+                    return [r], True
+
+                recs += climb(
+                    target, rec, try_padded, dynamic=True, select=lambda r: "pad_to" in r.change, max_chain=1
+                )
+        return recs
+
+
+def summarise_sweep(rec: dict, sweep: list[dict]) -> None:
+    """The dynamic cell's own record: ok when every sweep shape ran (directly, or letterbox-padded)."""
+    shapes = [r.pop("_sweep") for r in sweep if "_sweep" in r]
+    parts = [f"{s}: {st}{f' ({via})' if via else ''}" for s, st, via in shapes]
+    rec["reason"] = "dynamic artifact swept over " + ", ".join(parts)
+    failed = [s for s, st, _ in shapes if st != "ok"]
+    rec["status"] = "ok" if not failed else "run_failed"
+    if failed:
+        first = next(r for r in sweep if r["status"] != "ok")
+        rec["failure"] = dict(first.get("failure") or {}, message=f"failed at {failed}: {first['reason']}")
+    set_null(rec, "latency_ms", "dynamic probe: latency is in the per-shape sweep records")

@@ -1,0 +1,360 @@
+"""One attempt of a cell as named stages, each a small function with one job.
+
+plan -> export -> probe -> load -> first run -> warm-up -> timed rounds -> parity; the record is written after the
+last stage that ran (by `harness.execute.attempt.CellRunner`). A stage returns True to go on, False when the
+attempt ends there (the stage has then set the record's status and reason). The state that flows between stages is
+one `AttemptState`; the run-wide services (config, export cache, checkpoints, references, progress) are the
+`CellRunner` passed as `svc`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness import backends
+from harness.backends._shared.ultralytics_export import artifact_bytes
+from harness.core.cell import Cell
+from harness.core.record import Latency, set_null
+from harness.diagnosis.failure import failure_from_exception, failure_from_outcome, first_line, parity_failure
+from harness.execute.isolate import ExportOutcome, run_probe
+from harness.measure.base import Tracker, trackers_for
+from harness.measure.host_memory import MIB, release_memory
+from harness.measure.parity import compare
+from harness.measure.timing import SLOWDOWN_ENV, TimedCall, Timer, loop_timer, stretched
+from harness.yolo.inputs import letterboxed
+
+if TYPE_CHECKING:
+    from harness.execute.attempt import CellRunner
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Attempt:
+    """One recorded attempt: the cell that runs, how its record is labelled, and what differs from the plain cell."""
+
+    cell: Cell
+    cell_id: str
+    remedy: str | None = None
+    remedy_of: str | None = None
+    export_options: dict = field(default_factory=dict)
+    export_cell: Cell | None = None  # the cell whose export is reused (dynamic sweeps run one artifact)
+    skip_reason: str | None = None
+    prebuilt: ExportOutcome | None = None  # an export made outside this attempt (the dynamic artifact)
+
+
+@dataclass
+class AttemptState:
+    """What one attempt knows so far; each stage reads what earlier ones left and adds its own."""
+
+    attempt: Attempt
+    rec: dict
+    log_path: Path
+    timer: Timer
+    backend: Any = None
+    mat: Any = None
+    artifact: Path | None = None
+    export_info: dict = field(default_factory=dict)
+    fresh: bool = False
+    outcome: ExportOutcome | None = None
+    runner: Any = None
+    prepared: Any = None
+    outputs: list[np.ndarray] | None = None
+    call: Callable[[], None] | None = None
+    trackers: list[Tracker] = field(default_factory=list)
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def cell(self) -> Cell:
+        return self.attempt.cell
+
+
+def fail(svc: CellRunner, s: AttemptState, status: str, stage: str, exc: BaseException) -> bool:
+    """End the attempt on an exception raised in `stage`: status, reason, diagnosis, full traceback in the log."""
+    with open(s.log_path, "a") as f:
+        f.write(f"=== {stage} failed\n{traceback.format_exc()}")
+    s.rec.update(status=status, reason=first_line(str(exc)) or type(exc).__name__, log=svc.rel(s.log_path))
+    s.rec["failure"] = failure_from_exception(exc, stage, s.rec["log"])
+    svc.progress(f"{s.rec['cell_id']}: {status}: {s.rec['reason']}")
+    return False
+
+
+def fail_outcome(svc: CellRunner, s: AttemptState, outcome: ExportOutcome, stage: str) -> bool:
+    """End the attempt on an isolated step (export or probe) that did not end ok."""
+    s.rec["status"] = outcome.status
+    s.rec["reason"] = first_line(outcome.message) or outcome.status
+    s.rec["log"] = svc.rel(Path(outcome.log)) if outcome.log else s.rec["log"]
+    s.rec["failure"] = failure_from_outcome(outcome, stage, s.rec["log"])
+    svc.progress(f"{s.rec['cell_id']}: {outcome.status} ({s.rec['failure']['class']}): {s.rec['reason']}")
+    return False
+
+
+def plan(svc: CellRunner, s: AttemptState) -> bool:
+    """Is the cell runnable here (skip reasons), and which weights does it use."""
+    cell, rec = s.cell, s.rec
+    if s.attempt.skip_reason:
+        rec.update(status="skipped", reason=s.attempt.skip_reason)
+        return False
+    reason = svc.unrunnable(cell)
+    if reason:
+        rec.update(status="skipped", reason=reason)
+        return False
+    s.backend = backends.get(cell.backend)
+    s.mat = svc.materialize(cell)
+    rec["weights"] = s.mat.weights
+    rec["threads_requested"] = svc.config.threads
+    return True
+
+
+def export(svc: CellRunner, s: AttemptState) -> bool:
+    """The artifact: exported in an isolated process, from the cache, or the checkpoint for non-exporting backends."""
+    rec, a = s.rec, s.attempt
+    s.artifact = s.mat.checkpoint
+    if s.backend.exports:
+        outcome = a.prebuilt or svc.export(
+            s.backend, a.export_cell or s.cell, s.mat, s.log_path, a.export_options
+        )
+        s.outcome = outcome
+        rec["log"] = svc.rel(s.log_path)
+        rec["export_s"] = outcome.export_s
+        rec["cache_hit"] = a.prebuilt is None and outcome.wall_s is None
+        rec["export_origin"] = export_origin(outcome, a.prebuilt is not None)
+        if outcome.status != "ok":
+            return fail_outcome(svc, s, outcome, "export")
+        s.artifact, s.export_info = Path(outcome.artifact), outcome.info
+        s.fresh = a.prebuilt is not None or outcome.wall_s is not None
+        if "ops" in s.export_info:
+            rec["ops"] = s.export_info["ops"]
+    rec["artifact"] = str(s.artifact)
+    rec["artifact_bytes"] = artifact_bytes(s.artifact)
+    reason = s.backend.export_only_reason(s.cell)
+    if reason:
+        rec.update(status="exported", reason=reason)
+        svc.progress(f"{a.cell_id}: exported ({rec['artifact_bytes'] / MIB:.1f} MiB)")
+        return False
+    return True
+
+
+def export_origin(outcome: ExportOutcome, prebuilt: bool) -> str:
+    """Where the record's `export_s` comes from: this attempt, or an earlier run's export found in the cache."""
+    if prebuilt:
+        return "the dynamic probe's export in this run"
+    if outcome.wall_s is not None:
+        return "exported in this attempt"
+    who = outcome.exported_by_run or "an earlier run"
+    when = f" at {outcome.exported_at}" if outcome.exported_at else ""
+    took = f" in {outcome.export_s:.1f} s" if outcome.export_s is not None else ""
+    return f"cache: exported by run {who}{when}{took}"
+
+
+def probe(svc: CellRunner, s: AttemptState) -> bool:
+    """Load and run the artifact in a separate process: the first run of a fresh artifact (a runtime that aborts on
+    it is recorded, not fatal) and the cell's host memory, measured there so it does not depend on earlier cells."""
+    cfg, cell = svc.config, s.cell
+    first = s.fresh and cfg.isolate_first_run
+    if not (first or cfg.memory_rounds):
+        return True
+    outcome = run_probe(
+        cell,
+        str(s.artifact),
+        s.export_info,
+        cell.shape.height,
+        cell.shape.width,
+        s.log_path.parent / f"{s.attempt.cell_id}.probe",
+        s.log_path,
+        cfg.export_timeout_s,
+        cfg.export_memory_gb,
+        rounds=cfg.memory_rounds,
+    )
+    if outcome.status != "ok":
+        return fail_outcome(svc, s, outcome, "run")
+    if "memory" in outcome.info:
+        mem = outcome.info["memory"]
+        mem["source"] = (
+            f"a fresh process running load, first run and {cfg.memory_rounds} runs: {mem['source']}"
+        )
+        s.rec["memory"] = mem
+        s.rec["null_reasons"].update(outcome.info.get("null_reasons") or {})
+    return True
+
+
+def load(svc: CellRunner, s: AttemptState) -> bool:
+    """Release the previous cell's runtime, start the trackers, and load the artifact."""
+    svc.release_previous()
+    if not svc.config.memory_rounds:
+        release_memory()  # measured here: at least give back what earlier cells freed
+    # host memory was measured in the probe's fresh process unless that is switched off
+    s.trackers = trackers_for(s.cell, skip=("host_memory",) if svc.config.memory_rounds else ())
+    for t in s.trackers:
+        t.start()
+    t0 = time.perf_counter()
+    try:
+        s.runner = s.backend.load(s.artifact, s.cell, s.export_info)
+    except Exception as e:
+        return fail(svc, s, "load_failed", "load", e)
+    s.rec["load_s"] = time.perf_counter() - t0
+    s.rec["compile_s"] = s.runner.compile_s
+    svc.last_runner = s.runner
+    for t in s.trackers:
+        bind = getattr(t, "bind", None)
+        if bind is not None:
+            bind(s.runner)
+    return True
+
+
+def first_run(svc: CellRunner, s: AttemptState) -> bool:
+    """The first inference, timed on its own; its outputs are the ones parity checks."""
+    runner = s.runner
+    try:
+        s.prepared = runner.prepare(letterboxed(s.cell.shape.height, s.cell.shape.width, s.cell.batch))
+        t0 = time.perf_counter_ns()
+        result = runner.run(s.prepared)
+        runner.synchronize()
+        s.rec["first_run_ms"] = (time.perf_counter_ns() - t0) / 1e6
+        s.outputs = runner.outputs(result)
+    except Exception as e:
+        return fail(svc, s, "run_failed", "run", e)
+    return True
+
+
+def timed_call(svc: CellRunner, s: AttemptState) -> Callable[[], None]:
+    """The call each round times: run plus synchronize, instrumented by the trackers (and the slowdown knob)."""
+    runner, prepared = s.runner, s.prepared
+    started = [0.0]
+
+    def run() -> None:
+        started[0] = time.perf_counter()
+        runner.run(prepared)
+
+    call: Callable[[], None] = TimedCall(
+        run, stretched(runner.synchronize, svc.slowdown_factor(s.cell), started)
+    )
+    for t in s.trackers:
+        call = t.wrap(call)
+    return call
+
+
+def warmup(svc: CellRunner, s: AttemptState) -> bool:
+    """Warm-up rounds, apart from the timed ones; their fastest sets how many timed rounds fit the time budget."""
+    s.call = timed_call(svc, s)
+    try:
+        warm = loop_timer(s.call, max(1, svc.config.warmup))
+    except Exception as e:
+        return fail(svc, s, "run_failed", "run", e)
+    s.rec["_rounds_planned"] = svc.config.plan_rounds(min(warm))
+    return True
+
+
+def timed_rounds(svc: CellRunner, s: AttemptState) -> bool:
+    """The timed rounds, through the session's timer (pytest-benchmark's pedantic mode in the suites)."""
+    rounds = s.rec.pop("_rounds_planned")
+    svc.progress(
+        f"{s.attempt.cell_id}: load {s.rec['load_s']:.2f}s, first run {s.rec['first_run_ms']:.1f} ms, "
+        f"timing {rounds} rounds"
+    )
+    for t in s.trackers:
+        t.start_timed()
+    try:
+        s.samples = list(s.timer(s.call, rounds))
+    except Exception as e:
+        return fail(svc, s, "run_failed", "run", e)
+    finally:
+        stop_trackers(s)
+    record_run(svc, s)
+    return True
+
+
+def stop_trackers(s: AttemptState) -> None:
+    """Stop every started tracker and let each fill the record (also when an attempt ends early)."""
+    for t in s.trackers:
+        try:
+            t.stop(len(s.samples))
+            t.fill(s.rec)
+        except Exception as e:  # a measurement that fails must not lose the cell
+            log.exception("tracker %s failed", type(t).__name__)
+            set_null(s.rec, t.field or type(t).__name__, f"tracker failed: {type(e).__name__}: {e}")
+    s.trackers = []
+
+
+def record_run(svc: CellRunner, s: AttemptState) -> None:
+    """What the runtime reports it executed (threads, precision), and the latency of the timed rounds."""
+    rec, runner = s.rec, s.runner
+    threads, how = runner.cpu_threads()
+    rec["threads"] = threads
+    if threads is None:
+        set_null(rec, "threads", how)
+    rec["precision_executed"] = runner.precision_executed
+    rec["precision_source"] = runner.precision_source
+    rec["precision_detail"] = runner.precision_detail
+    if runner.precision_executed is None:
+        set_null(rec, "precision_executed", runner.precision_source)
+    if s.samples:
+        lat = Latency.from_samples(s.samples, runner.timing_scope)
+        rec["latency_ms"] = lat.to_dict()
+        rec["samples_ms"] = [round(v, 4) for v in s.samples]
+        rec["throughput_ips"] = s.cell.batch * 1000.0 / lat.p50
+    else:
+        set_null(rec, "latency_ms", "no timed rounds ran (benchmarking disabled)")
+    factor = svc.slowdown_factor(s.cell)
+    if factor > 1.0:
+        rec["reason"] = f"latency artificially stretched x{factor} by {SLOWDOWN_ENV}"
+
+
+def parity(svc: CellRunner, s: AttemptState) -> bool:
+    """Agreement of the first run's outputs with the PyTorch fp32 eager reference on the same input."""
+    rec, cell, opts = s.rec, s.cell, s.attempt.export_options
+    h, w = cell.shape.height, cell.shape.width
+    try:
+        reference = svc.reference(s.mat, cell, h, w, opts)
+    except Exception as e:
+        rec.update(status="parity_failed", reason=f"no PyTorch reference at {h}x{w}: {first_line(str(e))}")
+        set_null(rec, "parity", rec["reason"])
+        rec["failure"] = failure_from_exception(e, "parity", None)
+        return False
+    # backbone-only outputs are the raw head's layout whatever the cell's head: compare them element-wise
+    head = "raw" if opts.get("remedy") == "backbone-only" else cell.head
+    result = compare(s.outputs, reference, head, cell.precision)
+    rec["parity"] = result.to_dict()
+    if result.ok:
+        rec["status"] = "ok"
+    else:
+        rec["status"] = "parity_failed"
+        rec["reason"] = (
+            f"rel_l2 {result.rel_l2:.3g} exceeds the {cell.precision} tolerance {result.tolerance:g}"
+        )
+        rec["failure"] = parity_failure(rec["reason"])
+    p50 = rec["latency_ms"]["p50"] if rec["latency_ms"] else float("nan")
+    svc.progress(f"{s.attempt.cell_id}: {rec['status']} p50 {p50:.2f} ms, rel_l2 {result.rel_l2:.2e}")
+    return True
+
+
+STAGES: tuple[Callable[[CellRunner, AttemptState], bool], ...] = (
+    plan,
+    export,
+    probe,
+    load,
+    first_run,
+    warmup,
+    timed_rounds,
+    parity,
+)
+
+
+def run_stages(svc: CellRunner, s: AttemptState) -> None:
+    """Run the stages in order until one ends the attempt; trackers are stopped whatever happened."""
+    try:
+        for stage in STAGES:
+            if not stage(svc, s):
+                break
+    finally:
+        stop_trackers(s)
+        if s.runner is not None:
+            s.runner.close()

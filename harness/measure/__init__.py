@@ -1,0 +1,1 @@
+"""measure: see the package docstrings of its modules."""

@@ -1,0 +1,71 @@
+"""The tracker interface: one tracker per measured quantity, each filling its own record section.
+
+A cell's attempt builds its trackers (`trackers_for`), starts them right before the runtime loads, marks the start
+of the timed rounds, stops them after the last timed round and lets each fill the record, or say why it could not
+(`set_null` with the reason). Adding a measurement is one tracker module, registered in `TRACKERS`, plus its record
+field in `harness.core.record`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import ClassVar
+
+log = logging.getLogger(__name__)
+
+
+class Tracker:
+    """One measured quantity over one attempt. Every hook is optional; the defaults do nothing."""
+
+    #: the record field (or dotted section field) this tracker fills
+    field: ClassVar[str] = ""
+
+    def start(self) -> None:
+        """Right before the runtime loads the artifact (baselines are taken here)."""
+
+    def start_timed(self) -> None:
+        """Right before the first timed round (quantities that cover the timed rounds only start here)."""
+
+    def wrap(self, call: Callable[[], None]) -> Callable[[], None]:
+        """The timed call, possibly instrumented (CUDA events). Default: unchanged."""
+        return call
+
+    def stop(self, rounds: int) -> None:
+        """Right after the last timed round (`rounds` were timed; 0 when timing did not run)."""
+
+    def fill(self, rec: dict) -> None:
+        """Write this tracker's figures into the record, or a null reason for each it could not measure."""
+
+
+# name -> factory(cell) returning a Tracker, or None when the quantity does not apply to the cell
+TrackerFactory = Callable[[object], "Tracker | None"]
+TRACKERS: dict[str, TrackerFactory] = {}
+
+
+def register_tracker(name: str) -> Callable[[TrackerFactory], TrackerFactory]:
+    def deco(factory: TrackerFactory) -> TrackerFactory:
+        if name in TRACKERS:
+            raise ValueError(f"tracker {name!r} registered twice")
+        TRACKERS[name] = factory
+        return factory
+
+    return deco
+
+
+def trackers_for(cell, skip: tuple[str, ...] = ()) -> list[Tracker]:
+    """The trackers that apply to `cell`, in registration order (host memory first), except those in `skip`."""
+    import harness.measure.trackers  # noqa: F401  (registers the built-in trackers)
+
+    out = []
+    for name, factory in TRACKERS.items():
+        if name in skip:
+            continue
+        try:
+            t = factory(cell)
+        except Exception:  # a tracker that cannot start must not stop the cell
+            log.exception("tracker %s could not be created for %s", name, cell.id)
+            continue
+        if t is not None:
+            out.append(t)
+    return out

@@ -1,0 +1,129 @@
+"""Energy per inference: the `energy` tracker, the one place that fills the record's `energy` section.
+
+For a cuda cell: the delta of NVML's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ, whole GPU,
+Volta and newer) over exactly the timed rounds (`start_timed` .. `stop`), divided by rounds x batch.
+Fills `energy` = core.record.Energy {per_inference_j, window_s, inferences, source}, or that section with every
+figure None and the reason under `null_reasons["energy.<figure>"]`.
+
+For every other cell the factory returns `EnergyNotMeasured`, which fills the section with the reason (no energy
+counter is read for CPUs or non-NVIDIA GPUs), so the attempt never words that reason itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from harness.core.record import Energy, put, set_null
+from harness.measure.base import Tracker
+from harness.measure.nvml import EnergyMeter, NvmlUnavailable, nvml_for_tracker
+
+log = logging.getLogger(__name__)
+
+SOURCE = (
+    "NVML total-energy counter (nvmlDeviceGetTotalEnergyConsumption) over the timed rounds; whole GPU, so "
+    "other processes on it count too"
+)
+
+
+def not_measured_reason(device: str) -> str:
+    """Why a cell on `device` has no energy figure."""
+    if device == "cpu":
+        return (
+            "not measured: CPU cell; no energy counter is read for CPUs "
+            "(the harness reads only NVML's counter, on NVIDIA GPUs)"
+        )
+    return (
+        f"not measured: {device} cell; the harness reads only NVML's energy counter, which covers NVIDIA (cuda) "
+        "devices"
+    )
+
+
+def put_null(rec: dict, reason: str) -> None:
+    """The energy section with every figure null, each with `reason`."""
+    empty = Energy()
+    put(rec, "energy", empty)
+    for key in ("per_inference_j", "window_s", "inferences"):
+        set_null(rec, f"energy.{key}", reason)
+
+
+class EnergyNotMeasured(Tracker):
+    """The energy section of a cell whose device has no counter the harness reads: null with the reason."""
+
+    field = "energy"
+
+    def __init__(self, device: str) -> None:
+        self.reason = not_measured_reason(device)
+
+    def fill(self, rec: dict) -> None:
+        put_null(rec, self.reason)
+
+
+class EnergyTracker(Tracker):
+    """GPU energy over the timed rounds. `nvml` and `handle` replace the real lookup in tests; `min_window_s` is
+    the window below which the figure carries a note (the counter advances in coarse steps)."""
+
+    field = "energy"
+
+    def __init__(
+        self, batch: int = 1, nvml: Any = None, handle: Any = None, min_window_s: float = 1.0
+    ) -> None:
+        self.batch = batch
+        self.min_window_s = min_window_s
+        self.nvml, self.handle, self.reason = nvml_for_tracker(nvml, handle)
+        self.meter: EnergyMeter | None = None
+        self.rounds: int | None = None
+        self.per_inference_j: float | None = None
+
+    @classmethod
+    def for_cell(cls, cell) -> Tracker:
+        if cell.device != "cuda":
+            return EnergyNotMeasured(cell.device)
+        return cls(batch=cell.batch)
+
+    def start_timed(self) -> None:
+        self.meter = None
+        self.rounds = None
+        if self.handle is None:
+            return
+        try:
+            self.meter = EnergyMeter(self.handle, self.nvml, self.min_window_s).start()
+        except NvmlUnavailable as e:
+            self.reason = str(e)
+
+    def stop(self, rounds: int) -> None:
+        self.rounds = rounds
+        if self.meter is None or rounds <= 0:
+            return
+        try:
+            self.meter.stop()
+            self.per_inference_j = self.meter.per_inference_j(rounds * self.batch)
+        except NvmlUnavailable as e:
+            self.reason = str(e)
+
+    def _null_reason(self) -> str:
+        if self.reason:
+            return self.reason
+        if self.meter is None:
+            return "no timed rounds ran"
+        if self.rounds is None:
+            return "the timed rounds did not finish"
+        if self.rounds <= 0:
+            return "no timed round completed"
+        return "the energy counter gave no reading"
+
+    def fill(self, rec: dict) -> None:
+        if self.per_inference_j is None:
+            put_null(rec, self._null_reason())
+            return
+        note = self.meter.note
+        put(
+            rec,
+            "energy",
+            Energy(
+                per_inference_j=self.per_inference_j,
+                window_s=self.meter.window_s,
+                inferences=self.rounds * self.batch,
+                source=SOURCE + (f"; {note}" if note else ""),
+            ),
+        )

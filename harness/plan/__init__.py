@@ -1,0 +1,1 @@
+"""plan: see the package docstrings of its modules."""

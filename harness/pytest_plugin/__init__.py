@@ -1,0 +1,1 @@
+"""The pytest plugin: matrix options, cell parametrization, records (plugin.py), GPU sharding (xdist_gpu.py)."""

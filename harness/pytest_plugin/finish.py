@@ -1,0 +1,45 @@
+"""The end of a benchmark session: import the run into the history, then render the report.
+
+Both are extras on top of the records, which are safe on disk by then: a failure here is one line in the terminal
+summary, never a lost run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.pytest_plugin.plugin import BenchSession
+
+
+def _history_db(session: BenchSession) -> Path:
+    """The run's history database: the same rule (store.default_db_path) that `python -m harness compare
+    --results-dir DIR` follows, so compare finds the run the suite imported."""
+    from harness.history.store import default_db_path  # imported late: plugin import stays cheap
+
+    return default_db_path(session.results_dir)
+
+
+def _render_report(session: BenchSession, tr) -> None:
+    """Import the run into the history (for trends and regressions), then render the report."""
+    history = None
+    if not session.config.getoption("no_history"):
+        try:
+            from harness.history import import_run_dir, report_data
+
+            db = _history_db(session)
+            import_run_dir(db, session.run_config.run_dir)
+            history = report_data(db, session.run_id)
+            tr.write_line(f"history: imported into {db}")
+        except Exception as e:  # the records are safe on disk; history is an extra
+            tr.write_line(f"history: not imported ({type(e).__name__}: {e})")
+    if session.config.getoption("no_report"):
+        return
+    try:
+        from harness.report import render_report
+
+        path = render_report([session.run_config.run_dir], Path("reports"), history=history)
+        tr.write_line(f"report: {path}")
+    except Exception as e:  # the records are safe on disk; a report bug must not hide them
+        tr.write_line(f"report: rendering failed ({type(e).__name__}: {e}); records are intact")

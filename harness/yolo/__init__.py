@@ -1,0 +1,1 @@
+"""yolo: see the package docstrings of its modules."""

@@ -1,0 +1,164 @@
+"""YOLO26 models: local weights or a seeded random initialisation, prepared for inference/export.
+
+Nothing here downloads: a missing weights file is an error, and without --weights-dir the model is built from the
+ultralytics YAML with a fixed seed and saved once as a checkpoint in the cache, so the parent process and the
+isolated export processes run exactly the same weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import harness  # noqa: F401  (sets the ultralytics offline environment before it is imported)
+
+log = logging.getLogger(__name__)
+
+# harness task name -> (ultralytics task, YAML/weights suffix)
+ULTRALYTICS_TASK = {"detect": "detect", "seg": "segment", "pose": "pose", "obb": "obb", "cls": "classify"}
+FILE_SUFFIX = {"detect": "", "seg": "-seg", "pose": "-pose", "obb": "-obb", "cls": "-cls"}
+
+
+class WeightsError(ValueError):
+    """A weights file that is missing or unreadable; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model's weights come from: a local file, or random init with a seed."""
+
+    size: str
+    task: str
+    weights_dir: Path | None = None
+    seed: int = 0
+
+    @property
+    def stem(self) -> str:
+        return f"yolo26{self.size}{FILE_SUFFIX[self.task]}"
+
+    def weights_file(self) -> Path | None:
+        return None if self.weights_dir is None else Path(self.weights_dir) / f"{self.stem}.pt"
+
+    def check(self) -> None:
+        """Raise WeightsError before any work when a requested weights file is missing or unreadable."""
+        f = self.weights_file()
+        if f is None:
+            return
+        if not f.is_file():
+            raise WeightsError(f"weights file {f} not found (expected {self.stem}.pt in --weights-dir)")
+        try:
+            with open(f, "rb") as fh:
+                fh.read(1)
+        except OSError as e:
+            raise WeightsError(f"weights file {f} is not readable: {e.strerror}") from e
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """A checkpoint on disk and how to describe it in records."""
+
+    checkpoint: Path
+    weights: str  # "random-init:<seed>" or "<path>"
+    sha256: str
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def materialize(src: ModelSource, cache_dir: Path) -> Materialized:
+    """Return a checkpoint for `src`, building and caching the seeded random init if no weights file is given."""
+    f = src.weights_file()
+    if f is not None:
+        src.check()
+        return Materialized(f, str(f), sha256_file(f))
+    ckpt = Path(cache_dir) / "models" / f"{src.stem}-random-init-{src.seed}.pt"
+    if not ckpt.exists():
+        import torch
+        from ultralytics import YOLO
+
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(src.seed)
+        yolo = YOLO(f"{src.stem}.yaml", task=ULTRALYTICS_TASK[src.task])
+        calibrate_batchnorm(yolo.model)
+        tmp = ckpt.with_suffix(".tmp")
+        torch.save({"model": yolo.model, "train_args": {"task": ULTRALYTICS_TASK[src.task]}}, tmp)
+        tmp.replace(ckpt)
+        log.info("built %s with random init (seed %d) -> %s", src.stem, src.seed, ckpt)
+    return Materialized(ckpt, f"random-init:{src.seed}", sha256_file(ckpt))
+
+
+def calibrate_batchnorm(model) -> None:
+    """Set BatchNorm running statistics from the bundled images.
+
+    With PyTorch's default init, activations of a freshly built YOLO26 shrink by ~10x per stage, so every output is
+    the head's bias: constant boxes and tied scores, which make parity checks vacuous and top-k order arbitrary.
+    Calibrating BN statistics on real images (what a trained network's statistics look like) keeps activations at
+    unit scale, so outputs vary with the input like a trained model's do. Weights stay random.
+    """
+    import torch
+
+    from harness.yolo.inputs import letterboxed
+
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None  # cumulative average over the calibration batches
+    x = torch.from_numpy(letterboxed(640, 640, 2).copy())
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(x)
+    model.eval()
+
+
+def load_yolo(checkpoint: Path):
+    """Load an ultralytics YOLO object from a local checkpoint (never a hub name)."""
+    from ultralytics import YOLO
+
+    checkpoint = Path(checkpoint)
+    if not checkpoint.is_file():
+        raise WeightsError(f"checkpoint {checkpoint} not found")
+    return YOLO(str(checkpoint))
+
+
+def prepared_model(
+    checkpoint: Path, head: str, imgsz: tuple[int, int], dynamic: bool = False, fmt: str = "torch"
+):
+    """The network as ultralytics' exporter prepares it: eval, fp32, fused, export-mode head.
+
+    `head` is "e2e" (one-to-one head with top-k, output [B, 300, 6+extra]) or "raw" (one-to-many head, output
+    [B, 4+nc+extra, anchors], needs external NMS).
+    """
+    import torch
+    from ultralytics.nn.modules import Classify, Detect
+
+    model = load_yolo(checkpoint).model
+    if hasattr(model, "end2end"):
+        model.end2end = head == "e2e"
+    for p in model.parameters():
+        p.requires_grad = False
+    model.eval().float()
+    model = model.fuse(verbose=False) if hasattr(model, "fuse") else model
+    strides = [int(s) for s in model.stride.tolist()]
+    for m in model.modules():
+        if isinstance(m, Classify):
+            m.export = True
+            m.format = fmt
+        if isinstance(m, Detect):
+            m.dynamic = dynamic
+            m.export = True
+            m.format = fmt
+            available = sum((imgsz[0] // s) * (imgsz[1] // s) for s in strides)
+            m.max_det = min(300, available)
+            m.agnostic_nms = False
+            m.xyxy = False
+            m.shape = None
+    torch.set_grad_enabled(False)
+    return model

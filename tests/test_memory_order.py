@@ -1,0 +1,59 @@
+"""Host memory does not depend on which cells ran before: two orders of the same cells give the same peaks.
+
+Each order runs as a fresh process, as a real run would (the exports are cached by a first, unmeasured pass), so
+the only difference between the two is the order of the cells.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.slow, pytest.mark.export]
+
+BACKENDS = ["onnxruntime", "openvino", "torch-eager"]
+
+SCRIPT = """
+import json, sys
+from pathlib import Path
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.execute.attempt import CellRunner, RunConfig
+
+out, cache, order = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3].split(",")
+cfg = RunConfig(run_id="r", results_dir=out, cache_dir=cache, min_time_s=0.1, warmup=1, remedies=False)
+runner = CellRunner(cfg, progress=lambda m: None)
+cells = [Cell("n", "detect", "e2e", b, "cpu", Shape(160, 160)) for b in order]
+runner.preload(cells)
+recs = [runner.run_cell(c) for c in cells]
+print(json.dumps({r["backend"]: [r["status"], r["memory"]] for r in recs}))
+"""
+
+
+def _run(tmp_path, cache_dir, name: str, order: list[str]) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / name), str(cache_dir), ",".join(order)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert all(status == "ok" for status, _ in out.values()), out
+    return {b: mem for b, (_, mem) in out.items()}
+
+
+def test_two_orders_give_the_same_peaks(tmp_path, cache_dir):
+    _run(tmp_path, cache_dir, "warm", BACKENDS)  # exports every artifact; not measured
+    forward = _run(tmp_path, cache_dir, "forward", BACKENDS)
+    backward = _run(tmp_path, cache_dir, "backward", BACKENDS[::-1])
+    for b in BACKENDS:
+        f, r = forward[b], backward[b]
+        assert f["host_peak_rss_mib"] == pytest.approx(r["host_peak_rss_mib"], rel=0.05), (b, f, r)
+        assert f["host_peak_delta_mib"] >= 0 and r["host_peak_delta_mib"] >= 0
