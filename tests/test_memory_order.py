@@ -24,10 +24,12 @@ from pathlib import Path
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.execute.attempt import CellRunner, RunConfig
+from harness.execute.memory_cache import MemoryCache
 
 out, cache, order = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3].split(",")
 cfg = RunConfig(run_id="r", results_dir=out, cache_dir=cache, min_time_s=0.1, warmup=1, remedies=False)
 runner = CellRunner(cfg, progress=lambda m: None)
+runner.memory_cache = MemoryCache(out)  # measure afresh: no figures reused from another order's run
 cells = [Cell("n", "detect", "e2e", b, "cpu", Shape(160, 160)) for b in order]
 runner.preload(cells)
 recs = [runner.run_cell(c) for c in cells]
@@ -46,6 +48,7 @@ def _run(tmp_path, cache_dir, name: str, order: list[str]) -> dict:
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert all(status == "ok" for status, _ in out.values()), out
+    assert all(mem["origin"] == "measured in this attempt" for _, mem in out.values()), out
     return {b: mem for b, (_, mem) in out.items()}
 
 

@@ -81,6 +81,9 @@ def test_second_run_exports_nothing(first_run, tmp_path, cache_dir):
     first = first_run[1]["onnxruntime"]
     assert rec["export_origin"].startswith("cache: exported by run ")
     assert rec["export_origin"].endswith(f" in {rec['export_s']:.1f} s")
+    # host memory measured in a fresh process for this artifact is reused, labelled with the run that measured it
+    assert rec["memory"]["origin"].startswith("measured by run ")
+    assert rec["memory"]["host_peak_rss_mib"] == first["memory"]["host_peak_rss_mib"]
     if first["cache_hit"]:  # another test of this session exported it first
         assert first["export_origin"] == rec["export_origin"]
     else:

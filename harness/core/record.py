@@ -129,6 +129,9 @@ class Memory:
     torch_max_allocated_mib: float | None = None
     torch_max_reserved_mib: float | None = None
     source: str = ""
+    #: where the host figures come from: "measured in this attempt", or the earlier run whose fresh-process
+    #: measurement of the same artifact was reused (harness.execute.memory_cache)
+    origin: str | None = None
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -30,6 +30,7 @@ from harness.execute.config import RunConfig
 from harness.execute.export_cache import ExportCache, cache_key
 from harness.execute.isolate import ExportOutcome, run_export
 from harness.execute.ladder import climb
+from harness.execute.memory_cache import MemoryCache
 from harness.execute.stages import Attempt, AttemptState, export, plan, run_stages
 from harness.measure.parity import References
 from harness.measure.timing import Timer, loop_timer, slowdown_factors
@@ -56,6 +57,7 @@ class CellRunner:
 
         self.writer = RecordWriter(config.run_dir)
         self.cache = ExportCache(config.cache_dir)
+        self.memory_cache = MemoryCache(config.cache_dir)
         self.references = References()
         self._materialized: dict[tuple, Materialized] = {}
         self.slowdown = slowdown_factors()

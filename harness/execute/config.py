@@ -31,7 +31,7 @@ class RunConfig:
     isolate_first_run: bool = True
     #: host memory is measured in a fresh process over load, first run and this many runs, so a cell's figures do
     #: not depend on the cells before it; 0 measures it in the benchmark process instead (order-dependent)
-    memory_rounds: int = 3
+    memory_rounds: int = 2
     dynamic_range: tuple[int, int] = DEFAULT_RANGE
     #: CPU threads every CPU runtime gets (default: the machine's physical cores)
     threads: int = field(default_factory=physical_cores)

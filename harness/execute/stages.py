@@ -157,33 +157,52 @@ def export_origin(outcome: ExportOutcome, prebuilt: bool) -> str:
 
 def probe(svc: CellRunner, s: AttemptState) -> bool:
     """Load and run the artifact in a separate process: the first run of a fresh artifact (a runtime that aborts on
-    it is recorded, not fatal) and the cell's host memory, measured there so it does not depend on earlier cells."""
+    it is recorded, not fatal) and the cell's host memory, measured there so it does not depend on earlier cells
+    (or reused from an earlier run's measurement of the same artifact, see harness.execute.memory_cache)."""
     cfg, cell = svc.config, s.cell
+    kept = memory_entry(svc, s)
+    cached = svc.memory_cache.get(kept) if kept and not cfg.refresh_cache else None
     first = s.fresh and cfg.isolate_first_run
-    if not (first or cfg.memory_rounds):
-        return True
-    outcome = run_probe(
-        cell,
-        str(s.artifact),
-        s.export_info,
-        cell.shape.height,
-        cell.shape.width,
-        s.log_path.parent / f"{s.attempt.cell_id}.probe",
-        s.log_path,
-        cfg.export_timeout_s,
-        cfg.export_memory_gb,
-        rounds=cfg.memory_rounds,
-    )
-    if outcome.status != "ok":
-        return fail_outcome(svc, s, outcome, "run")
-    if "memory" in outcome.info:
-        mem = outcome.info["memory"]
-        mem["source"] = (
-            f"a fresh process running load, first run and {cfg.memory_rounds} runs: {mem['source']}"
+    rounds = cfg.memory_rounds if kept and cached is None else 0
+    if first or rounds:
+        outcome = run_probe(
+            cell,
+            str(s.artifact),
+            s.export_info,
+            cell.shape.height,
+            cell.shape.width,
+            s.log_path.parent / f"{s.attempt.cell_id}.probe",
+            s.log_path,
+            cfg.export_timeout_s,
+            cfg.export_memory_gb,
+            rounds=rounds,
         )
-        s.rec["memory"] = mem
-        s.rec["null_reasons"].update(outcome.info.get("null_reasons") or {})
+        if outcome.status != "ok":
+            return fail_outcome(svc, s, outcome, "run")
+        if "memory" in outcome.info:
+            mem = outcome.info["memory"]
+            mem["source"] = f"a fresh process running load, first run and {rounds} runs: {mem['source']}"
+            cached = svc.memory_cache.put(kept, mem, outcome.info.get("null_reasons") or {}, cfg.run_id)
+            cached["origin"] = "measured in this attempt"
+    if cached:
+        s.rec["memory"] = {**cached["memory"], "origin": cached["origin"]}
+        s.rec["null_reasons"].update(cached["null_reasons"])
     return True
+
+
+def memory_entry(svc: CellRunner, s: AttemptState) -> Path | None:
+    """Where this cell's fresh-process memory measurement is kept; None when memory is measured in-process."""
+    if not svc.config.memory_rounds:
+        return None
+    identity = s.mat.sha256 if not s.backend.exports else ""
+    return svc.memory_cache.path(
+        s.attempt.cell_id,
+        s.artifact,
+        identity,
+        s.backend.library,
+        svc.config.threads,
+        svc.config.memory_rounds,
+    )
 
 
 def load(svc: CellRunner, s: AttemptState) -> bool:

@@ -178,7 +178,7 @@ class HostMemoryTracker(Tracker):
             how = f"psutil RSS sampled at {self.sampler.hz:.0f} Hz ({self.sampler.samples} samples)"
         else:
             peak, base = self.hwm.peak, self.hwm.baseline
-            how = "kernel peak-RSS high-water mark (VmHWM, reset after releasing the previous cell)"
+            how = "kernel peak-RSS high-water mark (VmHWM, reset at start)"
         if peak is None or base is None:
             for k in ("host_peak_rss_mib", "host_peak_delta_mib", "host_baseline_mib"):
                 set_null(rec, f"memory.{k}", "host RSS could not be read on this system")
@@ -187,5 +187,6 @@ class HostMemoryTracker(Tracker):
             mem.host_baseline_mib = base / MIB
             # The high-water mark is reset to the RSS at start, so the peak is never below the baseline.
             mem.host_peak_delta_mib = max(0.0, peak - base) / MIB
-        mem.source = f"{how}, over load and timed rounds" + (f"; {mem.source}" if mem.source else "")
+        mem.source = f"{how}, over load and runs" + (f"; {mem.source}" if mem.source else "")
+        mem.origin = mem.origin or "measured in this attempt"
         put(rec, "memory", mem)
