@@ -32,6 +32,8 @@ class RunConfig:
     #: host memory is measured in a fresh process over load, first run and this many runs, so a cell's figures do
     #: not depend on the cells before it; 0 measures it in the benchmark process instead (order-dependent)
     memory_rounds: int = 2
+    #: limit of each probe process (load and a few runs; not an export, so not bound by export_timeout_s)
+    probe_timeout_s: float = 600.0
     dynamic_range: tuple[int, int] = DEFAULT_RANGE
     #: CPU threads every CPU runtime gets (default: the machine's physical cores)
     threads: int = field(default_factory=physical_cores)

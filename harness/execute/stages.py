@@ -173,7 +173,7 @@ def probe(svc: CellRunner, s: AttemptState) -> bool:
             cell.shape.width,
             s.log_path.parent / f"{s.attempt.cell_id}.probe",
             s.log_path,
-            cfg.export_timeout_s,
+            cfg.probe_timeout_s,
             cfg.export_memory_gb,
             rounds=rounds,
         )
