@@ -2,10 +2,17 @@
 
 import os
 
-# ultralytics reads these at import time: without them it tries to pip-install requirements and phone home.
-os.environ.setdefault("YOLO_OFFLINE", "1")
-os.environ.setdefault("YOLO_AUTOINSTALL", "0")
-os.environ.setdefault("YOLO_VERBOSE", "False")
+from harness import offline
+
+# Before anything imports ultralytics or a runtime (they read these at import): no network, no pip, no telemetry.
+offline.apply()
+
+#: set to "1" by --allow-unsafe-weights; inherited by the export and probe workers
+ALLOW_UNSAFE_WEIGHTS_ENV = "YOLO26_BENCH_ALLOW_UNSAFE_WEIGHTS"
+# ultralytics' own switch for loading checkpoints with torch.load(weights_only=True) and an allow-list of its model
+# classes: a .pt file is a pickle, and a full unpickle runs whatever code the file names. harness.yolo.models
+# applies the same policy again per load, for a process that imported ultralytics before this package.
+os.environ["ULTRALYTICS_SAFE_LOAD"] = "0" if os.environ.get(ALLOW_UNSAFE_WEIGHTS_ENV) == "1" else "1"
 
 __version__ = "0.1.0"
 SCHEMA_VERSION = 2

@@ -233,3 +233,107 @@ def test_compare_errors_exit_2(tmp_path):
     db, _ = history(tmp_path, 2)
     assert main_compare(["no-such-run", "--db", str(db)]) == 2
     assert main_compare(["--baseline", "window:0", "--db", str(db)]) == 2
+
+
+# -- small samples ---------------------------------------------------------------------------------------------
+# Outliers up to 2x would blur a 2x slow-down in five rounds; the few-round tests keep only the per-round jitter.
+STEADY = Noise(run_sigma=0.01, round_sigma=0.03, outlier_rate=0.0)
+
+
+def few_rounds_series(tmp_path: Path, rounds: int, runs: int, last: dict[str, float], seed: int = 0) -> Path:
+    """`runs` runs of two CPU cells timed `rounds` times each (large models get the runner's minimum of 5), the
+    last one with the factors in `last`; all imported. Returns the database."""
+    rng = random.Random(seed)
+    cells = {
+        "big": (cell("openvino", "x", device="cpu"), 1500.0),
+        "mid": (cell("openvino", "l", device="cpu"), 700.0),
+    }
+    db = tmp_path / "h.sqlite"
+    for i in range(1, runs + 1):
+        run_id = f"r{i:02d}"
+        env = make_env(run_id, f"2026-11-{i:02d}T02:00:00+00:00", hostname="cpu-vm", gpu=None, cuda=None)
+        recs = []
+        for name, (c, p50) in cells.items():
+            f = last.get(name, 1.0) if i == runs else 1.0
+            samples = noisy_samples(rng, p50 * f * rng.lognormvariate(0.0, 0.01), rounds, STEADY)
+            recs.append(make_record(run_id, c, samples_ms=samples))
+        import_run_dir(db, write_run(tmp_path / "results", env, recs))
+    return db
+
+
+@pytest.mark.parametrize("spec", ["window:5", "last"])
+def test_five_round_cell_slowed_2x_is_flagged_and_an_unslowed_one_is_not(tmp_path, spec):
+    """5 rounds against 25 (window) or against 5 (last): the exact rank test reaches p < 0.01 either way."""
+    db = few_rounds_series(tmp_path, rounds=5, runs=6, last={"big": 2.0})
+    result = compare(db, "r06", spec=spec)
+    big, mid = cell("openvino", "x", device="cpu").id, cell("openvino", "l", device="cpu").id
+    assert result.state == "judged"
+    assert [(f.cell_id, f.kind) for f in result.regressions] == [(big, "latency")]
+    assert "Mann-Whitney exact" in result.regressions[0].detail
+    assert result.unjudged == [] and mid not in {f.cell_id for f in result.improvements}
+    assert main_compare(["r06", "--db", str(db), "--baseline", spec]) == 1
+
+
+def test_unslowed_five_round_series_passes(tmp_path):
+    db = few_rounds_series(tmp_path, rounds=5, runs=6, last={})
+    result = compare(db, "r06")
+    assert result.state == "judged" and result.regressions == [] and result.unjudged == []
+
+
+def test_too_few_rounds_is_said_not_passed(tmp_path):
+    """3 rounds against the previous run's 3: no ordering reaches p < 0.01 (best 0.1): unjudged, listed."""
+    db = few_rounds_series(tmp_path, rounds=3, runs=4, last={"big": 2.0})
+    result = compare(db, "r04", spec="last")
+    assert result.regressions == []
+    unjudged = {f.cell_id: f for f in result.unjudged}
+    big = cell("openvino", "x", device="cpu").id
+    assert set(unjudged) == {big, cell("openvino", "l", device="cpu").id}
+    assert "too few rounds to judge" in unjudged[big].detail and unjudged[big].change_pct > 80
+    # Against the window (3 vs 9 rounds of three runs) the same rounds can be judged.
+    assert [f.cell_id for f in compare(db, "r04").regressions] == [big]
+    assert "Latency not judged" in main_compare_md(db, "r04", "last")
+
+
+def main_compare_md(db: Path, run_id: str, spec: str) -> str:
+    from harness.history.markdown import render_comparison
+
+    return render_comparison(compare(db, run_id, spec=spec))
+
+
+def test_insufficient_history_until_the_series_holds_three_runs(tmp_path):
+    db = few_rounds_series(tmp_path, rounds=20, runs=2, last={"big": 2.0})
+    result = compare(db, "r02")
+    assert result.state == "insufficient history" and result.series_runs == 2
+    assert result.regressions == []  # a latency change cannot fail a series this short
+    (finding,) = result.unjudged
+    assert (
+        finding.cell_id == cell("openvino", "x", device="cpu").id and "insufficient history" in finding.detail
+    )
+    assert "INSUFFICIENT HISTORY" in main_compare_md(db, "r02", "window:5")
+    assert main_compare(["r02", "--db", str(db)]) == 0
+    assert main_compare(["r02", "--db", str(db), "--min-runs", "2"]) == 1  # asked to judge two runs: it fails
+    # one more run with the same slowdown: now judged, and flagged
+    db3 = few_rounds_series(tmp_path / "three", rounds=20, runs=3, last={"big": 2.0})
+    judged = compare(db3, "r03")
+    assert judged.state == "judged" and [f.cell_id for f in judged.regressions] == [finding.cell_id]
+
+
+def test_one_run_baseline_spread_is_never_zero(tmp_path):
+    """With one earlier run the p50s give no spread: the baseline rounds' spread stands in (and the detail says so),
+    so a noisy cell needs more than the 10% floor."""
+    rng = random.Random(4)
+    c = cell("openvino", "m", device="cpu")
+    db = tmp_path / "h.sqlite"
+    noisy = Noise(run_sigma=0.0, round_sigma=0.12, outlier_rate=0.0)
+    for i, factor in ((1, 1.0), (2, 1.0), (3, 1.0), (4, 1.25)):
+        run_id = f"n{i}"
+        env = make_env(run_id, f"2026-11-{i:02d}T02:00:00+00:00", hostname="cpu-vm", gpu=None, cuda=None)
+        samples = noisy_samples(rng, 100.0 * factor, 200, noisy)
+        import_run_dir(db, write_run(tmp_path / "results", env, [make_record(run_id, c, samples_ms=samples)]))
+    result = compare(db, "n4", spec="last", window=1)
+    assert result.regressions == []  # +25% is within 3 x the rounds' ~12% spread
+    tight = compare(
+        db, "n4", spec="last", window=1, spread_k=0.0
+    )  # the same change without the spread margin
+    assert [f.cell_id for f in tight.regressions] == [c.id]
+    assert "baseline rounds' spread" in tight.regressions[0].detail

@@ -174,6 +174,34 @@ def test_no_random_init_warning_for_pretrained_weights(tmp_path):
     assert not doc.all(id="random-init-warning")
 
 
+def test_synthetic_runs_carry_the_banner_and_real_ones_do_not(both, tmp_path):
+    """The fixtures are generated (invented GPU figures included) and say so in their data: env.json and every
+    record; the report shows it. A real run's report has no banner."""
+    index, doc = both
+    for run_dir in (CPU_RUN, GPU_RUN):
+        assert json.loads((run_dir / "env.json").read_text())["synthetic"] is True
+        assert all(r["synthetic"] is True for r in read_records(run_dir))
+    banner = doc.one(id="synthetic-warning").text()
+    assert (
+        "20261120T101500Z-cpu" in banner and "20261120T113000Z-h100" in banner and "Synthetic data" in banner
+    )
+    summary = json.loads((index.parent / "summary.json").read_text())
+    assert [r["synthetic"] for r in summary["runs"]] == [True, True]
+    assert "synthetic data" in (index.parent / "summary.md").read_text()
+    # one record saying so is enough; none, and there is no banner
+    run = tmp_path / "results" / "real"
+    shutil.copytree(CPU_RUN, run)
+    env = json.loads((run / "env.json").read_text())
+    env.pop("synthetic")
+    (run / "env.json").write_text(json.dumps(env))
+    recs = [{k: v for k, v in r.items() if k != "synthetic"} for r in read_records(run)]
+    (run / "cells.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    assert not parse(render_report([run], tmp_path / "r1")).all(id="synthetic-warning")
+    recs[3]["synthetic"] = True
+    (run / "cells.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    assert parse(render_report([run], tmp_path / "r2")).one(id="synthetic-warning")
+
+
 # -- verdicts ------------------------------------------------------------------------------------------------
 def test_verdict_counts_match_the_records(both):
     _, doc = both
@@ -452,6 +480,23 @@ def test_recommendations_follow_the_records(both):
     assert rec.one("div", cls="runner-up").attrs["data-cell-id"] == exported[1]["cell_id"]
 
 
+def test_overlapping_p50_intervals_render_as_a_tie(tmp_path):
+    """openvino's rounds made equal to onnxruntime's at 640: the page says tied, names no winner."""
+    run = tmp_path / "results" / "tie"
+    shutil.copytree(CPU_RUN, run)
+    recs = read_records(run)
+    ort = next(r for r in recs if r["cell_id"] == "yolo26n-detect-e2e-onnxruntime-cpu-640x640-b1-fp32")
+    ov = next(r for r in recs if r["cell_id"] == "yolo26n-detect-e2e-openvino-cpu-640x640-b1-fp32")
+    ov.update(samples_ms=[v * 0.999 for v in ort["samples_ms"]])
+    ov["latency_ms"] = dict(ort["latency_ms"], p50=ort["latency_ms"]["p50"] * 0.999)
+    (run / "cells.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    rec = parse(render_report([run], tmp_path / "reports")).one("div", cls="rec", data_key="cpu-edge")
+    assert not rec.all("div", cls="winner") and not rec.all("div", cls="runner-up")
+    tied = rec.one("div", cls="tied")
+    assert "Tied, no winner" in tied.text() and "overlap" in tied.text()
+    assert [d.attrs["data-cell-id"] for d in tied.all("div", cls="tie")] == [ov["cell_id"], ort["cell_id"]]
+
+
 def test_gpu_recommendations_say_none_qualifies_on_a_cpu_only_run(cpu_only):
     _, doc = cpu_only
     for key in ("gpu-latency", "gpu-throughput"):
@@ -477,14 +522,45 @@ def test_claims_are_judged_against_this_runs_measurements(both, cpu_only):
         for r in read_records(CPU_RUN)
         if r["cell_id"] == "yolo26n-detect-e2e-executorch-xnnpack-cpu-640x640-b1-fp32"
     )
-    assert verdict["xnnpack-latency-n"].attrs["data-verdict"] == "refuted"
+    # a Core i7 figure is set against a Xeon only as context; an A100 figure against an H100 likewise
+    assert verdict["xnnpack-latency-n"].attrs["data-verdict"] == "not comparable here"
     assert f"{xnn['latency_ms']['p50']:.3g}" in verdict["xnnpack-latency-n"].text()
     trt = verdict["tensorrt-latency-n"]
-    assert trt.attrs["data-verdict"] == "not measurable" and "A100" in trt.text() and "H100" in trt.text()
+    assert (
+        trt.attrs["data-verdict"] == "not comparable here" and "A100" in trt.text() and "H100" in trt.text()
+    )
+    assert verdict["compile-first-call"].attrs["data-verdict"] == "confirmed"  # compile_s, not first_run_ms
+    assert verdict["onnx-portable"].attrs["data-verdict"] == "untestable"
+    assert (
+        verdict["vulkan-full-model"].attrs["data-verdict"] == "refuted"
+    )  # 1 fallback node is not the full model
     _, cpu_doc = cpu_only
     cpu_verdict = {tr.attrs["data-claim"]: tr for tr in cpu_doc.all("tr") if "data-claim" in tr.attrs}
     assert cpu_verdict["aoti-full-model"].attrs["data-verdict"] == "not measurable"
     assert cpu_verdict["openvino-faster-than-torch"].attrs["data-verdict"] == "confirmed"
+
+
+def test_every_claim_verdict_links_to_the_matrix_entries_that_decided_it(both):
+    _, doc = both
+    ids = {n.attrs["id"] for n in doc.iter() if "id" in n.attrs}
+    rows = [tr for tr in doc.one("table", cls="claims").all("tr") if "data-claim" in tr.attrs]
+    linked = 0
+    for tr in rows:
+        links = tr.all("a", cls="cell-link")
+        if tr.attrs["data-verdict"] in ("confirmed", "partly", "refuted"):
+            assert links, tr.attrs["data-claim"]
+        for a in links:
+            target = a.attrs["href"].removeprefix("#")
+            assert target in ids, (tr.attrs["data-claim"], target)
+            entry = doc.one(id=target)
+            assert entry.tag == "div" and "entry" in entry.attrs["class"].split()
+            linked += 1
+    assert linked > 10
+    # the backbone-only remedy is shown in the entry of the cell it remedies
+    backbone = next(tr for tr in rows if tr.attrs["data-claim"] == "aoti-backbone-only")
+    (first, *_) = backbone.all("a", cls="cell-link")
+    assert first.attrs["data-cell-id"].endswith("+backbone-only")
+    assert first.attrs["href"] == "#cell-1-" + first.attrs["data-cell-id"].removesuffix("+backbone-only")
 
 
 # -- escaping ------------------------------------------------------------------------------------------------

@@ -51,7 +51,9 @@ def session_options(threads: int | None = None):
     import onnxruntime as ort
 
     from harness.core.threads import budget
+    from harness.offline import quiet_onnxruntime
 
+    quiet_onnxruntime(ort)  # no telemetry events from the sessions these options create
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3

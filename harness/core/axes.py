@@ -15,6 +15,13 @@ PRECISIONS = ("fp32", "fp16", "int8")
 GFLOPS_640 = {"n": 5.4, "s": 20.7, "m": 68.2, "l": 86.4, "x": 193.9}
 
 
+# Input bounds a user can lift with --force-shapes: a side outside 32..4096 or a batch above 1024 is far more likely a
+# typo than a benchmark (`--shapes 99999` made an export try to allocate 120 GB).
+MIN_SIDE, MAX_SIDE = 32, 4096
+MAX_BATCH = 1024
+FORCE_OPTION = "--force-shapes"
+
+
 class SelectionError(ValueError):
     """A user-supplied axis value that is not valid; the message is the one line shown to the user."""
 
@@ -72,16 +79,28 @@ def parse_list(text: str | None, valid: tuple[str, ...], axis: str) -> tuple[str
     return items
 
 
-def parse_shapes(text: str | None) -> tuple[Shape, ...] | None:
+def parse_shapes(text: str | None, force: bool = False) -> tuple[Shape, ...] | None:
+    """Parse `--shapes`; sides outside MIN_SIDE..MAX_SIDE are refused unless `force` (--force-shapes)."""
     if text is None:
         return None
     items = [s for s in text.split(",") if s.strip()]
     if not items:
         raise SelectionError("--shapes: empty selection")
-    return tuple(dict.fromkeys(Shape.parse(s) for s in items))
+    shapes = tuple(dict.fromkeys(Shape.parse(s) for s in items))
+    if not force:
+        for shape in shapes:
+            if not shape.dynamic and not all(
+                MIN_SIDE <= side <= MAX_SIDE for side in (shape.height, shape.width)
+            ):
+                raise SelectionError(
+                    f"--shapes: {shape.label} is outside {MIN_SIDE}..{MAX_SIDE} pixels per side "
+                    f"({FORCE_OPTION} runs it anyway)"
+                )
+    return shapes
 
 
-def parse_batches(text: str | None) -> tuple[int, ...] | None:
+def parse_batches(text: str | None, force: bool = False) -> tuple[int, ...] | None:
+    """Parse `--batches`; a batch above MAX_BATCH is refused unless `force` (--force-shapes)."""
     if text is None:
         return None
     out = []
@@ -91,6 +110,8 @@ def parse_batches(text: str | None) -> tuple[int, ...] | None:
             continue
         if not s.isdigit() or int(s) <= 0:
             raise SelectionError(f"--batches: {s!r} is not a positive integer")
+        if int(s) > MAX_BATCH and not force:
+            raise SelectionError(f"--batches: {s} is above {MAX_BATCH} ({FORCE_OPTION} runs it anyway)")
         out.append(int(s))
     if not out:
         raise SelectionError("--batches: empty selection")

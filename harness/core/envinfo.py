@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import platform
@@ -185,6 +184,8 @@ def collect(
 
 
 def write(run_dir: Path, env: dict) -> Path:
-    path = Path(run_dir) / "env.json"
-    path.write_text(json.dumps(env, indent=2, default=str) + "\n")
-    return path
+    """Write run_dir/env.json atomically (harness.core.results_dir.write_env: never empty or half written);
+    raises RecordWriteError when it cannot be written."""
+    from harness.core.results_dir import write_env
+
+    return write_env(run_dir, env)

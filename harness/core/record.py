@@ -7,6 +7,8 @@ job (RecordWriter, read_records); older schema versions are migrated by harness.
 
 from __future__ import annotations
 
+import math
+import numbers
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -190,3 +192,68 @@ def new_record(run_id: str, cell, weights: str) -> dict[str, Any]:
 def set_null(rec: dict, field: str, reason: str) -> None:
     """Mark a field (dotted path for nested ones) as not measured, with the reason."""
     rec.setdefault("null_reasons", {})[field] = reason
+
+
+# ---- non-finite figures ----------------------------------------------------------------------------------------
+# NaN and infinity are not JSON, are stored as NULL by SQLite and compare false with everything, so a NaN latency
+# would pass every regression check in silence. They are refused where records are written (check_finite) and
+# where runs are imported (the history refuses a run holding one).
+
+
+def _is_non_finite(value: Any) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, numbers.Integral)
+        and not math.isfinite(float(value))
+    )
+
+
+def _walk(obj: Any, keys: tuple = ()) -> list[tuple[tuple, Any]]:
+    """(key path, value) of every NaN or infinite number under `obj`; a list counts as one field (its path, its
+    first non-finite value), since the whole list is what gets nulled."""
+    if isinstance(obj, dict):
+        return [hit for k, v in obj.items() for hit in _walk(v, (*keys, k))]
+    if isinstance(obj, list | tuple):
+        hits = [hit for v in obj for hit in _walk(v, keys)]
+        return [(keys, hits[0][1])] if hits else []
+    return [(keys, obj)] if _is_non_finite(obj) else []
+
+
+def non_finite(obj: Any) -> list[tuple[str, Any]]:
+    """(dotted path, value) of every NaN or infinite number in a record or env dict (`latency_ms.p50`)."""
+    return [(".".join(map(str, keys)), value) for keys, value in _walk(obj)]
+
+
+def check_finite(rec: dict) -> list[str]:
+    """Refuse NaN and infinite figures in a record about to be written; returns the fields that held one.
+
+    Each such field becomes null with a reason. A cell that had not already failed becomes `run_failed` with the
+    reason naming the fields (its figures cannot be trusted); a failed cell keeps its status, since the figure is
+    a symptom of the failure it already records (an infinite parity error of a shape mismatch, say).
+    """
+    found = [(".".join(map(str, keys)), keys, value) for keys, value in _walk(rec)]
+    for path, keys, value in found:
+        holder = rec
+        for key in keys[:-1]:
+            holder = holder[key]
+        holder[keys[-1]] = None
+        set_null(
+            rec,
+            path,
+            f"the measured value was {float(value)!r} (not finite); refused when the record was written",
+        )
+    if found and rec.get("status") not in FAILED_STATUSES:
+        names = ", ".join(f"{p} = {float(v)!r}" for p, _, v in found)
+        reason = f"non-finite figures refused: {names}"
+        rec.update(status="run_failed", reason=reason)
+        rec["failure"] = {
+            "class": "numerical_mismatch",
+            "stage": "record",
+            "message": reason,
+            "ops": [],
+            "guards": [],
+            "suggested_fix": None,
+            "exception_type": None,
+            "log": rec.get("log"),
+        }
+    return [p for p, _, _ in found]

@@ -13,16 +13,20 @@ into one Run per machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from harness.core.migrate import migrate_env, migrate_record
-from harness.core.record import RECORD_FIELDS, STATUSES
+from harness.core.record import RECORD_FIELDS, STATUSES, check_finite
 
 log = logging.getLogger(__name__)
 
@@ -42,36 +46,188 @@ class ImportRefused(HistoryError):
     """A results directory that will not be imported; nothing was written."""
 
 
-# ---- writing ---------------------------------------------------------------------------------------------------
+# ---- writing ----------------------------------------------------------------------------------------------------
+
+#: where a torn last line of cells.jsonl is kept when it is moved aside before an append
+TORN_SUFFIX = ".torn"
+#: where the records of a cell that `--resume` runs again (it had crashed or timed out) are kept
+SUPERSEDED_SUFFIX = ".superseded"
+_LOCK_NAME = ".cells.jsonl.lock"
+_BLOCK = 1 << 16
+
+
+class RecordWriteError(OSError):
+    """A record or env.json could not be written (disk full, permission, ...): the run must stop, not benchmark on
+    with every further record lost. The message is one line naming the file, the error and what was kept."""
 
 
 class RecordWriter:
-    """Appends records as JSON lines, flushing and fsyncing each so a killed run keeps every finished cell."""
+    """Appends records to cells.jsonl as whole JSON lines, each fsynced, so a killed run keeps every finished cell.
 
-    def __init__(self, run_dir: Path) -> None:
+    Appends hold a lock (the `filelock` library, .cells.jsonl.lock) so shards of one run writing into one directory
+    never interleave. Before each append a torn last line (a write cut short by a kill or a full disk: no final
+    newline, or a last line that is not a JSON object) is moved into cells.jsonl.torn and reported through
+    `notify`, never glued to the new record. A write that fails leaves cells.jsonl as it was (the partial line is
+    cut off) and raises RecordWriteError.
+    """
+
+    def __init__(self, run_dir: Path, notify: Callable[[str], None] | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / CELLS_FILE
+        self.notify = notify
+        self._lock = FileLock(self.run_dir / _LOCK_NAME)
+        self._clean_size: int | None = (
+            None  # the file's size after this writer's last append (tail known whole)
+        )
 
     def write(self, rec: dict) -> None:
         missing = [f for f in RECORD_FIELDS if f not in rec]
         if missing:
             raise ValueError(f"record {rec.get('cell_id')} lacks fields {missing}")
+        check_finite(rec)  # NaN or infinite figures become null with a reason, never a silent NULL
         if rec["status"] not in STATUSES:
             raise ValueError(f"record {rec.get('cell_id')}: unknown status {rec['status']!r}")
-        line = json.dumps(rec, sort_keys=False, allow_nan=False, default=str)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        data = (json.dumps(rec, sort_keys=False, allow_nan=False, default=str) + "\n").encode("utf-8")
+        try:
+            with self._lock:
+                self._append(data)
+        except OSError as e:
+            raise RecordWriteError(
+                f"cannot write the record of {rec.get('cell_id')} to {self.path}: {_os_error(e)}; "
+                f"kept: {self._kept()}"
+            ) from e
+
+    def set_aside(self, cell_id: str) -> int:
+        """Move the records of `cell_id` (its own and its remedy attempts') from cells.jsonl into
+        cells.jsonl.superseded, before the cell runs again; returns how many were moved."""
+        try:
+            with self._lock:
+                if not self.path.is_file():
+                    return 0
+                keep, moved = [], []
+                for line in self.path.read_bytes().splitlines(keepends=True):
+                    rec = _parse(line)
+                    mine = rec is not None and (
+                        rec.get("cell_id") == cell_id or rec.get("remedy_of") == cell_id
+                    )
+                    (moved if mine else keep).append(line)
+                if moved:
+                    _append_file(self.path.with_name(CELLS_FILE + SUPERSEDED_SUFFIX), b"".join(moved))
+                    write_bytes_atomic(self.path, b"".join(keep))
+                    self._clean_size = None
+                return len(moved)
+        except OSError as e:
+            raise RecordWriteError(
+                f"cannot set aside the records of {cell_id} in {self.path}: {_os_error(e)}"
+            ) from e
+
+    # -- internals --------------------------------------------------------------------------------------------------
+    def _append(self, data: bytes) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            start = os.fstat(fd).st_size
+            if start and start != self._clean_size:
+                start = self._set_aside_torn_tail(fd, start)
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):  # never leave half a record behind for the next append
+                    os.ftruncate(fd, start)
+                raise
+            self._clean_size = start + len(data)
+        finally:
+            os.close(fd)
+
+    def _set_aside_torn_tail(self, fd: int, size: int) -> int:
+        """Move a torn last line into the sidecar file and cut it off; return the file's size after that."""
+        begin = _last_line_start(fd, size)
+        last = os.pread(fd, size - begin, begin)
+        if last.endswith(b"\n") and _parse(last) is not None:
+            return size
+        sidecar = self.path.with_name(CELLS_FILE + TORN_SUFFIX)
+        _append_file(sidecar, last if last.endswith(b"\n") else last + b"\n")
+        os.ftruncate(fd, begin)
+        os.fsync(fd)
+        what = "not a JSON record" if last.endswith(b"\n") else "no final newline"
+        msg = f"{self.path}: its last line was torn ({len(last)} bytes, {what}); moved to {sidecar.name} before appending"
+        log.warning("%s", msg)
+        if self.notify is not None:
+            self.notify(msg)
+        return begin
+
+    def _kept(self) -> str:
+        """What a failed write leaves: the records already in cells.jsonl (counted), env.json and the logs."""
+        try:
+            n = (
+                sum(1 for line in self.path.read_bytes().splitlines() if line.strip())
+                if self.path.is_file()
+                else 0
+            )
+        except OSError:
+            return f"{self.path} as it was before this record"
+        others = " and ".join(f for f in (ENV_FILE, "logs/") if (self.run_dir / f).exists())
+        return (
+            f"the {n} records already in {self.path.name} (intact)"
+            + (f", {others}" if others else "")
+            + (f" in {self.run_dir}")
+        )
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def _os_error(e: OSError) -> str:
+    return (
+        f"[Errno {e.errno}] {e.strerror}"
+        if e.errno is not None and e.strerror
+        else f"{type(e).__name__}: {e}"
+    )
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written (a short write is possible near a full disk)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _append_file(path: Path, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _last_line_start(fd: int, size: int) -> int:
+    """Offset of the first byte of the file's last line (its final byte excluded from the search, so a final
+    newline ends the last line rather than starting an empty one)."""
+    end = size - 1
+    while end > 0:
+        begin = max(0, end - _BLOCK)
+        block = os.pread(fd, end - begin, begin)
+        i = block.rfind(b"\n")
+        if i >= 0:
+            return begin + i + 1
+        end = begin
+    return 0
+
+
+def _parse(line: bytes) -> dict | None:
+    """The record on `line`, or None when it is not a JSON object."""
+    try:
+        rec = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write a file whole or not at all: a temp file in the same directory, then os.replace over the target."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        os.fchmod(fd, 0o666 & ~_umask())  # what open() would give, not mkstemp's owner-only mode
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -80,11 +236,40 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a text file whole or not at all (see write_bytes_atomic)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
 def write_env(run_dir: Path, env: dict) -> Path:
-    """Write run_dir/env.json atomically (a reader never sees half of it); returns its path."""
+    """Write run_dir/env.json atomically (a reader never sees half of it); returns its path.
+
+    Raises RecordWriteError (one line: the file and the error) when it cannot be written."""
     path = Path(run_dir) / ENV_FILE
-    write_text_atomic(path, json.dumps(env, indent=2, default=str) + "\n")
+    try:
+        write_text_atomic(path, json.dumps(env, indent=2, default=str) + "\n")
+    except OSError as e:
+        raise RecordWriteError(f"cannot write {path}: {_os_error(e)}") from e
     return path
+
+
+def recorded_cells(run_dir: Path) -> dict[str, str]:
+    """Cell id -> status of every cell's own record (not remedy attempts) in run_dir/cells.jsonl; the last record
+    wins when a cell was recorded twice. Empty when there is no cells.jsonl."""
+    path = Path(run_dir) / CELLS_FILE
+    if not path.is_file():
+        return {}
+    return {
+        str(r["cell_id"]): str(r.get("status"))
+        for r in read_records(path)
+        if r.get("cell_id") and not r.get("remedy")
+    }
 
 
 # ---- reading ---------------------------------------------------------------------------------------------------
@@ -288,9 +473,12 @@ __all__ = [
     "MACHINES_KEY",
     "MACHINE_FIELD",
     "SOURCE_RUN_FIELD",
+    "SUPERSEDED_SUFFIX",
+    "TORN_SUFFIX",
     "UNKNOWN",
     "HistoryError",
     "ImportRefused",
+    "RecordWriteError",
     "RecordWriter",
     "Run",
     "dig",
@@ -301,6 +489,8 @@ __all__ = [
     "read_env_checked",
     "read_records",
     "read_records_checked",
+    "recorded_cells",
+    "write_bytes_atomic",
     "write_env",
     "write_text_atomic",
 ]

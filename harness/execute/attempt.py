@@ -13,10 +13,12 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from filelock import Timeout
 
 from harness import backends
 from harness.backends.base import ExportRequest
@@ -27,7 +29,7 @@ from harness.core.record import FAILED_STATUSES, new_record, set_null
 from harness.core.threads import set_budget
 from harness.diagnosis.failure import failure_from_exception
 from harness.execute.config import RunConfig
-from harness.execute.export_cache import ExportCache, cache_key
+from harness.execute.export_cache import ExportCache, Lookup, cache_key, export_limits, not_replayable
 from harness.execute.isolate import ExportOutcome, run_export
 from harness.execute.ladder import climb
 from harness.execute.memory_cache import MemoryCache
@@ -40,6 +42,9 @@ from harness.yolo.models import Materialized, ModelSource, materialize
 log = logging.getLogger(__name__)
 
 __all__ = ["Attempt", "CellRunner", "RunConfig", "loop_timer", "slowdown_factors"]
+
+#: seconds to wait for an export cache entry's lock beyond the export timeout of the process holding it
+LOCK_MARGIN_S = 300.0
 
 
 class CellRunner:
@@ -55,9 +60,10 @@ class CellRunner:
         (config.run_dir / "logs").mkdir(exist_ok=True)
         from harness.core.results_dir import RecordWriter
 
-        self.writer = RecordWriter(config.run_dir)
+        self.writer = RecordWriter(config.run_dir, notify=self.progress)
         self.cache = ExportCache(config.cache_dir)
         self.memory_cache = MemoryCache(config.cache_dir)
+        self._refreshed: set[str] = set()  # entries --refresh-cache has exported again in this run
         self.references = References()
         self._materialized: dict[tuple, Materialized] = {}
         self.slowdown = slowdown_factors()
@@ -113,8 +119,11 @@ class CellRunner:
 
     def crashed(self, s: AttemptState, e: Exception) -> None:
         log.exception("cell %s crashed in the harness", s.attempt.cell_id)
-        with open(s.log_path, "a") as f:
-            f.write(traceback.format_exc())
+        try:
+            with open(s.log_path, "a") as f:
+                f.write(traceback.format_exc())
+        except OSError:  # a full disk: the record still gets written (or its write stops the run)
+            log.warning("could not write the traceback to %s", s.log_path)
         s.rec.update(
             status="crashed", reason=f"harness error: {type(e).__name__}: {e}", log=self.rel(s.log_path)
         )
@@ -158,8 +167,22 @@ class CellRunner:
         """Drop the previous cell's runtime before the next one loads (its memory must not count there)."""
         self.last_runner = None
 
-    def export(self, backend, cell: Cell, mat: Materialized, log_path: Path, options: dict) -> ExportOutcome:
-        """The export of `cell` with `options`: from the cache, or made now in an isolated process and cached."""
+    def export(
+        self,
+        backend,
+        cell: Cell,
+        mat: Materialized,
+        log_path: Path,
+        options: dict,
+        replace_digest: str | None = None,
+    ) -> ExportOutcome:
+        """The export of `cell` with `options`: from the cache, or made now in an isolated process and cached.
+
+        The entry's lock is held throughout, so a run sharing the cache waits for an export in progress and then
+        finds it. `replace_digest` names the content of a cached artifact that failed to load: the entry is exported
+        again, unless it now holds other content (another run replaced it) or content whose fresh export is known
+        to fail the same way (harness.execute.stages.retry_fresh_export).
+        """
         fields = {
             "backend": cell.backend,
             "device": cell.device,
@@ -174,32 +197,96 @@ class CellRunner:
         key = cache_key(fields, backend.library, inspect.getsourcefile(type(backend)))
         suffix = "".join(f"-{k}" for k in sorted(options) if k != "dynamic_range")
         entry = self.cache.entry_dir(f"{cell.id}{suffix}", key)
-        if self.config.refresh_cache:
-            self.cache.clear(entry)
-        cached = self.cache.lookup(entry)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        if cached is not None:
+        # Another process's export of this entry ends within its export timeout; wait that long and a margin.
+        wait_s = self.config.export_timeout_s + LOCK_MARGIN_S
+
+        def waiting() -> None:
+            self.progress(f"{cell.id}: waiting for another process's export of {entry.name} ...")
+
+        try:
+            with self.cache.locked(entry, wait_s, on_wait=waiting):
+                return self._export_locked(backend, cell, mat, log_path, options, entry, replace_digest)
+        except Timeout:
+            msg = f"waited {wait_s:.0f} s for another process's export of {entry.name}; gave up"
+            with open(log_path, "a") as f:
+                f.write(f"=== {msg}\n")
+            self.progress(f"{cell.id}: {msg}")
+            return ExportOutcome("timeout", None, message=msg, wall_s=wait_s, log=str(log_path))
+
+    def _export_locked(
+        self,
+        backend,
+        cell: Cell,
+        mat: Materialized,
+        log_path: Path,
+        options: dict,
+        entry: Path,
+        replace_digest: str | None,
+    ) -> ExportOutcome:
+        """`export` with the entry's lock held: look up, or export into a staging directory and store."""
+        limits = export_limits(self.config.export_memory_gb)
+        if self.config.refresh_cache and entry.name not in self._refreshed:
+            found = Lookup()  # --refresh-cache: every entry this run uses is exported again, once
+            self._refreshed.add(entry.name)
+        else:
+            found = self.cache.lookup(entry, limits)
+        hit = found.outcome
+        # Re-export an artifact that failed to load from the cache, unless the entry now holds other content
+        # (another run replaced it) or a fresh export of this very content failed too (the failure is genuine).
+        if (
+            hit is not None
+            and replace_digest is not None
+            and hit.content_sha256 == replace_digest
+            and hit.fresh_failure is None
+        ):
+            found = Lookup(miss="an artifact that failed to load from the cache")
+        if found.outcome is not None:
+            cached = found.outcome
             self.progress(f"{cell.id}: export cache hit ({entry.name})")
             with open(log_path, "a") as f:
                 f.write(f"=== export cache hit: {entry} (original export log: {cached.log})\n")
                 if cached.traceback:
                     f.write(cached.traceback)
-            return ExportOutcome(**{**cached.__dict__, "wall_s": None, "log": str(log_path)})
-        self.cache.clear(entry)
+            return replace(cached, wall_s=None, log=str(log_path))
+        if found.miss:
+            self.progress(f"{cell.id}: export cache held {found.miss}; exporting again")
+            with open(log_path, "a") as f:
+                f.write(f"=== export cache entry {entry} not used: {found.miss}\n")
         self.progress(f"{cell.id}: exporting ({cell.backend}{' ' + str(options) if options else ''}) ...")
         side = max(options.get("dynamic_range", DEFAULT_RANGE)) // 2
-        req = ExportRequest.for_cell(cell, mat.checkpoint, entry, options, side)
+        staging = self.cache.staging_dir(entry)
+        req = ExportRequest.for_cell(cell, mat.checkpoint, staging, options, side)
         outcome = run_export(req, log_path, self.config.export_timeout_s, self.config.export_memory_gb)
-        outcome = ExportOutcome(
-            **{
-                **outcome.__dict__,
-                "exported_by_run": self.config.run_id,
-                "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            }
+        outcome = replace(
+            outcome,
+            exported_by_run=self.config.run_id,
+            exported_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            cache_note=found.miss,
         )
-        self.cache.store(entry, outcome)
-        self.progress(f"{cell.id}: export {outcome.status} in {outcome.wall_s:.1f}s")
+        outcome = self.cache.store(entry, staging, outcome, limits)
+        why = None if outcome.cache_entry else not_replayable(outcome, limits)
+        self.progress(
+            f"{cell.id}: export {outcome.status} in {outcome.wall_s:.1f}s"
+            + (f" (not cached: {why})" if why else "")
+        )
         return outcome
+
+    def note_fresh_failure(self, outcome: ExportOutcome, stage: str, reason: str | None) -> None:
+        """A freshly exported, cached artifact failed to load or run: say so in its cache entry, so a later run
+        that loads the cached copy knows the failure is genuine and does not export it again."""
+        if not outcome.cache_entry:
+            return
+        entry = Path(outcome.cache_entry)
+        try:
+            with self.cache.locked(entry, LOCK_MARGIN_S):
+                self.cache.note_fresh_failure(
+                    entry,
+                    outcome.content_sha256,
+                    {"stage": stage, "reason": reason, "run": self.config.run_id},
+                )
+        except Timeout:
+            log.warning("could not note the fresh failure in %s: its lock stayed held", entry)
 
     # -- the dynamic probe ----------------------------------------------------------------------------------------
     def dynamic(self, cell: Cell, timer: Timer) -> list[dict]:

@@ -34,6 +34,13 @@ class ExportOutcome:
     log: str | None = None
     exported_by_run: str | None = None  # the run that made the export (kept in the cache's meta.json)
     exported_at: str | None = None
+    # Where the export cache keeps it (harness.execute.export_cache); not stored in meta.json's outcome:
+    cache_entry: str | None = None  # the entry directory, when the export is cached
+    content_sha256: str | None = None  # digest of the entry's file hashes (names the content that was loaded)
+    cache_note: str | None = (
+        None  # why an entry was not used and the export made again (corrupt, other limits)
+    )
+    fresh_failure: dict | None = None  # a fresh export of this content failed to load or run: {stage, reason}
 
 
 def _limit_memory(limit_bytes: int | None):

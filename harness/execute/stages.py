@@ -26,6 +26,7 @@ from harness.core.record import Latency, set_null
 from harness.diagnosis.failure import failure_from_exception, failure_from_outcome, first_line, parity_failure
 from harness.execute.isolate import ExportOutcome, run_probe
 from harness.measure.base import Tracker, trackers_for
+from harness.measure.corrupt import CORRUPT_ENV, corrupt, corruptions
 from harness.measure.host_memory import MIB, release_memory
 from harness.measure.parity import compare
 from harness.measure.timing import SLOWDOWN_ENV, TimedCall, Timer, loop_timer, stretched
@@ -71,6 +72,10 @@ class AttemptState:
     call: Callable[[], None] | None = None
     trackers: list[Tracker] = field(default_factory=list)
     samples: list[float] = field(default_factory=list)
+    #: the content of a cached artifact that failed to load: the export stage asks for it to be exported again
+    replace_digest: str | None = None
+    #: why this attempt re-exported a cached artifact (said in the record); set once, so it retries only once
+    reexported: str | None = None
 
     @property
     def cell(self) -> Cell:
@@ -119,18 +124,26 @@ def export(svc: CellRunner, s: AttemptState) -> bool:
     rec, a = s.rec, s.attempt
     s.artifact = s.mat.checkpoint
     if s.backend.exports:
-        outcome = a.prebuilt or svc.export(
-            s.backend, a.export_cell or s.cell, s.mat, s.log_path, a.export_options
+        # a retry after a cached artifact failed to load exports again, also for a prebuilt (dynamic) artifact
+        prebuilt = a.prebuilt if s.replace_digest is None else None
+        outcome = prebuilt or svc.export(
+            s.backend,
+            a.export_cell or s.cell,
+            s.mat,
+            s.log_path,
+            a.export_options,
+            replace_digest=s.replace_digest,
         )
+        s.replace_digest = None
         s.outcome = outcome
         rec["log"] = svc.rel(s.log_path)
         rec["export_s"] = outcome.export_s
-        rec["cache_hit"] = a.prebuilt is None and outcome.wall_s is None
-        rec["export_origin"] = export_origin(outcome, a.prebuilt is not None)
+        rec["cache_hit"] = prebuilt is None and outcome.wall_s is None
+        rec["export_origin"] = export_origin(outcome, prebuilt is not None, s.reexported)
         if outcome.status != "ok":
             return fail_outcome(svc, s, outcome, "export")
         s.artifact, s.export_info = Path(outcome.artifact), outcome.info
-        s.fresh = a.prebuilt is not None or outcome.wall_s is not None
+        s.fresh = prebuilt is not None or outcome.wall_s is not None
         if "ops" in s.export_info:
             rec["ops"] = s.export_info["ops"]
     rec["artifact"] = str(s.artifact)
@@ -143,16 +156,18 @@ def export(svc: CellRunner, s: AttemptState) -> bool:
     return True
 
 
-def export_origin(outcome: ExportOutcome, prebuilt: bool) -> str:
-    """Where the record's `export_s` comes from: this attempt, or an earlier run's export found in the cache."""
+def export_origin(outcome: ExportOutcome, prebuilt: bool, reexported: str | None = None) -> str:
+    """Where the record's `export_s` comes from: this attempt, or an earlier run's export found in the cache; and
+    why a cached export was not used (a corrupt entry, a failure under other limits, a load failure)."""
     if prebuilt:
         return "the dynamic probe's export in this run"
     if outcome.wall_s is not None:
-        return "exported in this attempt"
+        why = reexported or (f"the export cache held {outcome.cache_note}" if outcome.cache_note else None)
+        return "exported in this attempt" + (f" ({why})" if why else "")
     who = outcome.exported_by_run or "an earlier run"
     when = f" at {outcome.exported_at}" if outcome.exported_at else ""
     took = f" in {outcome.export_s:.1f} s" if outcome.export_s is not None else ""
-    return f"cache: exported by run {who}{when}{took}"
+    return f"cache: exported by run {who}{when}{took}" + (f" ({reexported})" if reexported else "")
 
 
 def probe(svc: CellRunner, s: AttemptState) -> bool:
@@ -328,30 +343,40 @@ def record_run(svc: CellRunner, s: AttemptState) -> None:
 
 
 def parity(svc: CellRunner, s: AttemptState) -> bool:
-    """Agreement of the first run's outputs with the PyTorch fp32 eager reference on the same input."""
+    """Agreement of the first run's outputs with the PyTorch fp32 eager reference on the same input, per output and
+    per quantity (harness.measure.parity); the corruption knob (harness.measure.corrupt), when on, applies first."""
     rec, cell, opts = s.rec, s.cell, s.attempt.export_options
     h, w = cell.shape.height, cell.shape.width
     try:
         reference = svc.reference(s.mat, cell, h, w, opts)
+        layout = svc.references.layout(s.mat, cell, h, w, opts)
     except Exception as e:
         rec.update(status="parity_failed", reason=f"no PyTorch reference at {h}x{w}: {first_line(str(e))}")
         set_null(rec, "parity", rec["reason"])
         rec["failure"] = failure_from_exception(e, "parity", None)
         return False
-    # backbone-only outputs are the raw head's layout whatever the cell's head: compare them element-wise
-    head = "raw" if opts.get("remedy") == "backbone-only" else cell.head
-    result = compare(s.outputs, reference, head, cell.precision)
+    outputs, note = s.outputs, None
+    modes = corruptions().get(cell.backend)
+    if modes:
+        outputs, changes = corrupt(outputs, modes, layout)
+        rec["corrupted"] = list(modes)
+        note = f"outputs corrupted on purpose by {CORRUPT_ENV} before parity ({'; '.join(changes)})"
+    result = compare(outputs, reference, layout, cell.precision)
+    result.corrupted = list(modes) if modes else None
     rec["parity"] = result.to_dict()
+    for name, why in result.null_reasons.items():
+        set_null(rec, f"parity.metrics.{name}", why)
     if result.ok:
         rec["status"] = "ok"
     else:
         rec["status"] = "parity_failed"
-        rec["reason"] = (
-            f"rel_l2 {result.rel_l2:.3g} exceeds the {cell.precision} tolerance {result.tolerance:g}"
-        )
+        rec["reason"] = result.reason()
         rec["failure"] = parity_failure(rec["reason"])
+    if note:
+        rec["reason"] = f"{rec['reason']}; {note}" if rec.get("reason") else note
     p50 = rec["latency_ms"]["p50"] if rec["latency_ms"] else float("nan")
-    svc.progress(f"{s.attempt.cell_id}: {rec['status']} p50 {p50:.2f} ms, rel_l2 {result.rel_l2:.2e}")
+    verdict = "parity ok" if result.ok else "parity failed: " + ", ".join(result.failed)
+    svc.progress(f"{s.attempt.cell_id}: {rec['status']} p50 {p50:.2f} ms, {verdict}")
     return True
 
 
@@ -367,13 +392,63 @@ STAGES: tuple[Callable[[CellRunner, AttemptState], bool], ...] = (
 )
 
 
+def retry_fresh_export(svc: CellRunner, s: AttemptState, stage: str) -> bool:
+    """After the probe or the load (`stage`) failed: whether to export the artifact again and go back to the export
+    stage.
+
+    A cached artifact that fails to load or run is exported once more, and the attempt retried with the fresh
+    export before anything else happens, so a corrupt cache entry can never read as a compatibility finding (and
+    set off a remedy). Not when a fresh export of this very content is known to fail the same way (the entry's
+    `fresh_failure`, noted here whenever a fresh export fails to load or run): then the failure is genuine.
+    """
+    o = s.outcome
+    if o is None or not o.cache_entry or s.attempt.skip_reason:
+        return False  # no export (checkpoint backends), or one that is not cached
+    if o.wall_s is not None:  # a fresh export that failed: the failure is genuine; remember it for later runs
+        svc.note_fresh_failure(o, stage, s.rec.get("reason"))
+        return False
+    if s.reexported or o.fresh_failure:
+        return False
+    reason = s.rec.get("reason") or s.rec.get("status")
+    what = (
+        "failed to load" if stage == "load" else "failed its probe (load and first run in a separate process)"
+    )
+    s.reexported = f"the cached artifact {what}: {reason}; re-exported before any remedy"
+    svc.progress(f"{s.attempt.cell_id}: {s.reexported}")
+    with open(s.log_path, "a") as f:
+        f.write(f"=== {s.reexported}\n")
+    for t in s.trackers:  # the retry starts them afresh; nothing of the failed load is measured
+        try:
+            t.stop(0)
+        except Exception:
+            log.debug("tracker %s did not stop cleanly", type(t).__name__, exc_info=True)
+    s.trackers = []
+    if s.runner is not None:
+        s.runner.close()
+        s.runner = None
+    s.rec.update(status=None, reason=None, failure=None)
+    s.replace_digest = o.content_sha256
+    return True
+
+
 def run_stages(svc: CellRunner, s: AttemptState) -> None:
-    """Run the stages in order until one ends the attempt; trackers are stopped whatever happened."""
+    """Run the stages in order until one ends the attempt; trackers are stopped whatever happened.
+
+    A cached artifact that fails in the probe or the load is exported again once and the attempt goes back to the
+    export stage (retry_fresh_export)."""
+    i = 0
     try:
-        for stage in STAGES:
-            if not stage(svc, s):
+        while i < len(STAGES):
+            stage = STAGES[i]
+            if stage(svc, s):
+                i += 1
+            elif stage in (probe, load) and retry_fresh_export(svc, s, stage.__name__):
+                i = STAGES.index(export)
+            else:
                 break
     finally:
         stop_trackers(s)
         if s.runner is not None:
             s.runner.close()
+    if s.reexported and s.rec["status"] == "ok" and not s.rec["reason"]:
+        s.rec["reason"] = s.reexported

@@ -81,6 +81,7 @@ def _thresholds(args: argparse.Namespace) -> Thresholds:
         mem_pct=args.mem_pct,
         mem_mb=args.mem_mb,
         window=args.spread_window,
+        min_runs=args.min_runs,
     )
 
 
@@ -97,6 +98,12 @@ def _compare_parser() -> argparse.ArgumentParser:
     p.add_argument("--spread-k", type=float, default=d.spread_k, help="multiple of the series' robust spread")
     p.add_argument("--spread-window", type=int, default=d.window, help="runs behind the series' spread")
     p.add_argument("--alpha", type=float, default=d.alpha, help="significance level of the Mann-Whitney test")
+    p.add_argument(
+        "--min-runs",
+        type=int,
+        default=d.min_runs,
+        help="runs the series must hold before latency changes fail a run (fewer: insufficient history)",
+    )
     p.add_argument("--mem-pct", type=float, default=d.mem_pct, help="memory threshold, percent")
     p.add_argument(
         "--mem-mib", "--mem-mb", dest="mem_mb", type=float, default=d.mem_mb, help="memory threshold, MiB"

@@ -3,8 +3,14 @@
 Rules (docs/regression-tracking.md explains the reasoning):
 - status: ok in the baseline run, a failure status now. Always a regression.
 - latency: the new p50 exceeds the baseline p50 by more than both `latency_pct` percent and `spread_k` times the
-  series' robust spread (1.4826 x MAD of the p50s of the last `window` ok runs of the cell), and a Mann-Whitney
-  U test on the raw rounds (`samples_ms`) rejects "same distribution" at `alpha`.
+  cell's spread, and a two-sided Mann-Whitney U test on the raw rounds (`samples_ms`; exact or permutation for few
+  rounds, harness.history.stats.rank_test) rejects "same distribution" at `alpha`. The spread is the robust spread
+  (1.4826 x MAD) of the p50s of the last `window` ok runs of the cell; with fewer than `MIN_SPREAD_RUNS` of them
+  the baseline rounds' own spread stands in when larger, so a one-run baseline never has zero spread.
+- too few rounds to judge: fewer than stats.MIN_ROUNDS rounds on a side, or sizes whose smallest possible p-value
+  is not below `alpha`: the cell is listed as unjudged, never passed silently.
+- insufficient history: until the series holds `min_runs` runs (this one included), latency changes are listed as
+  unjudged, not failed; status and memory rules apply from the second run.
 - memory: the peak grows by more than both `mem_pct` percent and `mem_mb` MiB.
 Mirror-image changes are improvements. New and vanished cells are listed, not failed.
 """
@@ -19,11 +25,15 @@ from harness.core.record import FAILED_STATUSES
 from harness.core.results_dir import HistoryError
 from harness.history import query
 from harness.history.query import CellRow, RunRef
-from harness.history.stats import mann_whitney_u, median, robust_spread
+from harness.history.stats import median, rank_test, robust_spread
 
 log = logging.getLogger(__name__)
 
 KINDS = ("status", "latency", "memory")
+# A series spread from fewer runs than this is backed by the rounds' own spread (the larger of the two is used).
+MIN_SPREAD_RUNS = 3
+# The states of a comparison.
+FIRST_RUN, INSUFFICIENT, JUDGED = "first run", "insufficient history", "judged"
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,7 @@ class Thresholds:
     mem_pct: float = 5.0
     mem_mb: float = 64.0
     window: int = 5  # runs behind the series' spread (and the window baseline's default size)
+    min_runs: int = 3  # runs the series must hold (this one included) before latency changes are judged
 
 
 @dataclass(frozen=True)
@@ -99,10 +110,13 @@ class Comparison:
     baseline: str
     baseline_runs: list[str] = field(default_factory=list)
     has_history: bool = False
+    state: str = FIRST_RUN  # first run | insufficient history | judged
+    series_runs: int = 1  # runs of the series up to and including this one
     compared: int = 0
     regressions: list[Finding] = field(default_factory=list)
     improvements: list[Finding] = field(default_factory=list)
     status_changes: list[Finding] = field(default_factory=list)
+    unjudged: list[Finding] = field(default_factory=list)  # latency not judged: too few rounds, or history
     new_cells: list[str] = field(default_factory=list)
     vanished_cells: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -116,32 +130,71 @@ def _pct(base: float, cur: float) -> float | None:
     return (cur - base) / base * 100 if base else None
 
 
+def _spread(window: list[CellRow], base_samples: list[float]) -> tuple[float | None, str]:
+    """The cell's run-to-run spread and how it was obtained; None when nothing gives one.
+
+    From MIN_SPREAD_RUNS ok runs on, the robust spread of their p50s; below that the series cannot tell its own
+    spread, and the baseline rounds' robust spread stands in when it is larger (never zero by default).
+    """
+    runs = robust_spread([r.p50 for r in window])
+    if runs is not None and len(window) >= MIN_SPREAD_RUNS:
+        return runs, f"spread {runs:.3f} ms over {len(window)} runs"
+    rounds = robust_spread(base_samples)
+    known = [v for v in (runs, rounds) if v is not None]
+    if not known:
+        return None, f"spread unknown ({len(window)} run(s) of history, no stored rounds)"
+    value = max(known)
+    source = "the baseline rounds' spread" if value == rounds else f"the p50s of {len(window)} runs"
+    return value, f"spread {value:.3f} ms from {source} (only {len(window)} run(s) of history)"
+
+
 def _latency(
-    conn: sqlite3.Connection, cur: CellRow, base_rows: list[CellRow], window: list[CellRow], th: Thresholds
-) -> Finding | None:
+    conn: sqlite3.Connection,
+    cur: CellRow,
+    base_rows: list[CellRow],
+    window: list[CellRow],
+    th: Thresholds,
+    judged: bool,
+) -> tuple[str, Finding] | None:
+    """('change' | 'unjudged', finding) for a cell's latency, or None when it did not change.
+
+    'unjudged': the rounds are too few for the rank test to ever reject (listed whatever the p50 did, so such a
+    cell never passes silently), no spread is known, or the series is too short (`judged` False) for a change to
+    fail the run.
+    """
     base = median([r.p50 for r in base_rows])
     if base <= 0:
         return None
-    spread = robust_spread([r.p50 for r in window])
-    delta = cur.p50 - base
-    margin = max(base * th.latency_pct / 100, th.spread_k * spread)
-    if abs(delta) <= margin:
-        return None
     base_samples = [s for r in base_rows for s in query.samples(conn, r)]
-    test = mann_whitney_u(query.samples(conn, cur), base_samples)
-    if test is not None and test.p >= th.alpha:
-        return None
+    spread, spread_text = _spread(window, base_samples)
+    test = rank_test(query.samples(conn, cur), base_samples, th.alpha)
     change = _pct(base, cur.p50)
-    how = (
-        f"Mann-Whitney p={test.p:.2g} (n={test.n_x} vs {test.n_y})"
-        if test is not None
-        else "raw rounds too few to test; flagged on p50 alone"
-    )
+    moved = f"p50 {base:.3f} -> {cur.p50:.3f} ms ({change:+.1f}%)"
+    tail = f"baseline of {len(base_rows)} run(s)"
+    if not test.judged or spread is None:
+        why = test.describe() if not test.judged else spread_text
+        detail = f"{moved}; {why}; {tail}"
+        return "unjudged", Finding(cur.cell_id, "latency", base, cur.p50, change, detail, cur.machine)
+    margin = max(base * th.latency_pct / 100, th.spread_k * spread)
+    if abs(cur.p50 - base) <= margin or (test.p or 0.0) >= th.alpha:
+        return None
     detail = (
-        f"p50 {base:.3f} -> {cur.p50:.3f} ms ({change:+.1f}%); margin {margin:.3f} ms = max({th.latency_pct:g}%,"
-        f" {th.spread_k:g} x spread {spread:.3f} ms); {how}; baseline of {len(base_rows)} run(s)"
+        f"{moved}; margin {margin:.3f} ms = max({th.latency_pct:g}%, {th.spread_k:g} x {spread_text}); "
+        f"{test.describe()}; {tail}"
     )
-    return Finding(cur.cell_id, "latency", base, cur.p50, change, detail, cur.machine)
+    finding = Finding(cur.cell_id, "latency", base, cur.p50, change, detail, cur.machine)
+    if not judged:
+        finding = Finding(
+            cur.cell_id,
+            "latency",
+            base,
+            cur.p50,
+            change,
+            f"insufficient history (the series holds fewer than {th.min_runs} runs): would be flagged: {detail}",
+            cur.machine,
+        )
+        return "unjudged", finding
+    return "change", finding
 
 
 def _memory(cur: CellRow, base_rows: list[CellRow], th: Thresholds) -> Finding | None:
@@ -206,6 +259,13 @@ def compare_run(
         result.notes.append(f"first run of series {run.series_id}: nothing to compare with")
         return result
     result.has_history = True
+    result.series_runs = len({r.run_id for r in earlier}) + 1
+    result.state = JUDGED if result.series_runs >= th.min_runs else INSUFFICIENT
+    if result.state == INSUFFICIENT:
+        result.notes.append(
+            f"insufficient history: series {run.series_id} holds {result.series_runs} run(s); latency changes "
+            f"are judged once it holds {th.min_runs} (until then they are listed as unjudged)"
+        )
     current = query.run_cells(conn, run)
     history = query.series_cells(conn, run)
     ref_cells = query.run_cells(conn, ref_run)
@@ -240,7 +300,11 @@ def compare_run(
         window = [
             r for r in past if r.status == "ok" and r.p50 is not None and r.timing_scope == cur.timing_scope
         ]
-        for finding in (_latency(conn, cur, base_rows, window[:window_n], th), _memory(cur, base_rows, th)):
+        latency = _latency(conn, cur, base_rows, window[:window_n], th, result.state == JUDGED)
+        if latency is not None and latency[0] == "unjudged":
+            result.unjudged.append(latency[1])
+            latency = None
+        for finding in (latency[1] if latency else None, _memory(cur, base_rows, th)):
             if finding is None:
                 continue
             grew = finding.current > finding.baseline
@@ -250,4 +314,5 @@ def compare_run(
     result.baseline_runs = sorted(used_runs)
     result.regressions.sort(key=lambda f: (KINDS.index(f.kind), f.cell_id))
     result.improvements.sort(key=lambda f: (KINDS.index(f.kind), f.cell_id))
+    result.unjudged.sort(key=lambda f: f.cell_id)
     return result

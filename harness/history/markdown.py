@@ -59,10 +59,13 @@ def render_comparison(c: Comparison) -> str:
     if not c.has_history:
         lines += [*(f"_{n}_" for n in c.notes), ""]
         return "\n".join(lines)
-    verdict = "**FAIL**" if c.regressions else "**PASS**"
+    # A run without regressions passes only when the series was long enough for latency to be judged.
+    verdict = (
+        "**FAIL**" if c.regressions else "**PASS**" if c.state == "judged" else "**INSUFFICIENT HISTORY**"
+    )
     lines.append(
         f"{verdict}: {len(c.regressions)} regression(s), {len(c.improvements)} improvement(s), "
-        f"{len(c.status_changes)} other status change(s), {len(c.new_cells)} new, "
+        f"{len(c.status_changes)} other status change(s), {len(c.unjudged)} unjudged, {len(c.new_cells)} new, "
         f"{len(c.vanished_cells)} vanished; {c.compared} cell(s) compared"
     )
     lines.append("")
@@ -70,6 +73,7 @@ def render_comparison(c: Comparison) -> str:
         ("Regressions", c.regressions),
         ("Improvements", c.improvements),
         ("Other status changes (not failing)", c.status_changes),
+        ("Latency not judged (too few rounds, or insufficient history; not failing)", c.unjudged),
     ):
         if findings:
             lines += [f"### {title} ({len(findings)})", "", *_table(findings), ""]

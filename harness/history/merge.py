@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -90,22 +91,8 @@ def merged_env(run_id: str, runs: list[RunData]) -> dict:
     }
 
 
-def merge_runs(
-    db_path: str | Path, run_dirs: list[str | Path], out_dir: str | Path, run_id: str | None = None
-) -> MergeResult:
-    """Import every results directory into the history and write one merged results directory.
-
-    All inputs are validated before anything is written; the merged run id defaults to the output directory's
-    name. Merging again into the same directory replaces it.
-    """
-    out_dir = Path(out_dir)
-    run_id = run_id or out_dir.resolve().name
-    runs = [run for d in run_dirs for run in load_run_dir(d)]
-    if not runs:
-        raise ImportRefused("nothing to merge")
-    runs = _unique_machines(runs)
-    imported = import_runs(db_path, runs, merged_run_id=run_id)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def _merged_cells(run_id: str, runs: list[RunData]) -> str:
+    """cells.jsonl of the merged run: every record with the merged run id, its machine and its source run."""
     lines = []
     for run in runs:
         for rec in run.records:
@@ -113,7 +100,46 @@ def merge_runs(
             merged[MACHINE_FIELD] = run.machine
             merged[SOURCE_RUN_FIELD] = run.run_id
             lines.append(json.dumps(merged, allow_nan=False, default=str))
-    write_text_atomic(out_dir / CELLS_FILE, "".join(line + "\n" for line in lines))
-    write_env(out_dir, merged_env(run_id, runs))
+    return "".join(line + "\n" for line in lines)
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    """Refuse an output directory that cannot be written before the database is touched."""
+    probe = out_dir
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ImportRefused(f"merge output {out_dir}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ImportRefused(f"merge output {out_dir}: {probe} is not writable")
+
+
+def merge_runs(
+    db_path: str | Path, run_dirs: list[str | Path], out_dir: str | Path, run_id: str | None = None
+) -> MergeResult:
+    """Import every results directory into the history and write one merged results directory.
+
+    Every input is read and validated, and the merged files are built in memory, before anything is written: a
+    run that cannot be imported (a NaN figure, an unknown schema, no env.json) leaves the database and the output
+    directory as they were. The merged run id defaults to the output directory's name. Merging again into the
+    same directory replaces it.
+    """
+    out_dir = Path(out_dir)
+    run_id = run_id or out_dir.resolve().name
+    runs = [run for d in run_dirs for run in load_run_dir(d)]
+    if not runs:
+        raise ImportRefused("nothing to merge")
+    runs = _unique_machines(runs)
+    try:
+        cells = _merged_cells(run_id, runs)
+        env = merged_env(run_id, runs)
+        json.dumps(env, allow_nan=False, default=str)
+    except ValueError as e:  # load_run_dir refuses non-finite figures; this is the belt to its braces
+        raise ImportRefused(f"cannot merge into {out_dir}: {e}") from None
+    _check_out_dir(out_dir)
+    imported = import_runs(db_path, runs, merged_run_id=run_id)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_dir / CELLS_FILE, cells)
+    write_env(out_dir, env)
     log.info("merged %d run(s) from %s into %s", len(runs), ", ".join(r.machine for r in runs), out_dir)
     return MergeResult(run_id, out_dir, [r.machine for r in runs], imported)

@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from harness import SCHEMA_VERSION
+from harness.core.record import non_finite
 from harness.core.results_dir import (
     MACHINE_FIELD,
     MACHINES_KEY,
@@ -118,6 +119,20 @@ def _split_merged(run_dir: Path, env: dict, records: list[dict]) -> list[RunData
     return runs
 
 
+def _refuse_non_finite(run_dir: Path, env: dict, records: list[dict]) -> None:
+    """A NaN or infinite figure would be stored as NULL and skipped by every comparison without a word: refuse
+    the run, naming the first offending record and its fields (a harness writing records refuses them at write
+    time, so these come from an older harness or an edited file)."""
+    bad = [(r.get("cell_id"), hits) for r in records if (hits := non_finite(r))]
+    env_hits = non_finite(env)
+    if not bad and not env_hits:
+        return
+    where, hits = ("env.json", env_hits) if env_hits else (f"record {bad[0][0]}", bad[0][1])
+    fields = ", ".join(f"{p} = {v!r}" for p, v in hits[:5])
+    more = f" (and {len(bad) - 1} more records)" if len(bad) > 1 else ""
+    raise ImportRefused(f"{run_dir}: {where} holds non-finite figures ({fields}){more}; refusing to import")
+
+
 def load_run_dir(run_dir: str | Path) -> list[RunData]:
     """Read and validate a results directory; raises ImportRefused, touching nothing, when it is not importable.
 
@@ -126,6 +141,7 @@ def load_run_dir(run_dir: str | Path) -> list[RunData]:
     run_dir = Path(run_dir)
     records = read_records_checked(run_dir)
     env = read_env_checked(run_dir)
+    _refuse_non_finite(run_dir, env, records)
     if env.get(MACHINES_KEY):
         return _split_merged(run_dir, env, records)
     run_id = str(env.get("run_id") or run_dir.name)

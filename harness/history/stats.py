@@ -1,6 +1,9 @@
-"""Robust statistics for regression detection: median, MAD-based spread, Mann-Whitney U.
+"""Statistics of timed rounds, in one place: the median, robust spread, the p50's confidence interval, and the rank
+test behind regression detection.
 
-Pure Python on purpose: the tracker runs in CI jobs that install only the base dependencies.
+The rank test and the interval come from scipy (a maintained implementation, exact for small samples), never from
+a hand-written approximation: with the few rounds a large model gets (the runner's minimum is 5), the normal
+approximation of the Mann-Whitney U statistic cannot reach p < 0.01 at all, so such cells could never be flagged.
 """
 
 from __future__ import annotations
@@ -14,8 +17,15 @@ log = logging.getLogger(__name__)
 
 # Scale factor that makes the MAD a consistent estimator of the standard deviation for normal data.
 MAD_TO_SIGMA = 1.4826
-# Below this many rounds per side the normal approximation of U is too coarse to trust.
-MIN_SAMPLES = 5
+# Fewer rounds than this on either side: the cell is "too few rounds to judge", whatever a test would say.
+MIN_ROUNDS = 3
+# Up to this many rounds on the smaller side the p-value is exact (no ties) or from a permutation test (ties);
+# above it the normal approximation with tie correction is accurate.
+EXACT_MAX = 10
+# Resamples of the permutation test (ties in small samples); seeded, so a comparison is reproducible.
+PERMUTATIONS = 9999
+# The p50 interval's coverage.
+CONFIDENCE = 0.95
 
 
 def median(values: Sequence[float]) -> float:
@@ -27,65 +37,110 @@ def median(values: Sequence[float]) -> float:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
-def robust_spread(values: Sequence[float]) -> float:
+def robust_spread(values: Sequence[float]) -> float | None:
     """1.4826 x the median absolute deviation: a standard deviation estimate that ignores outliers.
 
-    Zero for fewer than two values.
+    None (unknown) for fewer than two values: one value says nothing about spread, and zero would claim it does.
     """
     if len(values) < 2:
-        return 0.0
+        return None
     m = median(values)
     return MAD_TO_SIGMA * median([abs(v - m) for v in values])
 
 
 @dataclass(frozen=True)
-class MannWhitney:
-    """Result of a two-sided Mann-Whitney U test of x against y."""
+class Interval:
+    """A confidence interval of a p50, in the samples' unit."""
 
-    u: float  # U statistic of x
-    z: float  # standardised U, positive when x tends to be larger than y
-    p: float  # two-sided p-value (normal approximation, tie and continuity corrected)
+    lo: float
+    hi: float
+    level: float = CONFIDENCE
+
+    def overlaps(self, other: Interval) -> bool:
+        return self.lo <= other.hi and other.lo <= self.hi
+
+
+def p50_interval(samples: Sequence[float], level: float = CONFIDENCE) -> Interval | None:
+    """The distribution-free confidence interval of the median of `samples` (order statistics, binomial coverage:
+    `scipy.stats.quantile_test(...).confidence_interval`).
+
+    None when the rounds are too few for the level (fewer than 6 rounds for 95%): the interval is unknown, not
+    zero-width.
+    """
+    from scipy import stats
+
+    values = [float(v) for v in samples if isinstance(v, int | float) and math.isfinite(v)]
+    if len(values) < 2:
+        return None
+    ci = stats.quantile_test(values, q=median(values), p=0.5).confidence_interval(level)
+    lo, hi = float(ci.low), float(ci.high)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return Interval(lo, hi, level)
+
+
+@dataclass(frozen=True)
+class RankTest:
+    """A two-sided Mann-Whitney U test of x against y, or why it could not judge.
+
+    `p` is None when the rounds are too few: fewer than MIN_ROUNDS on a side, or so few that even the most extreme
+    ordering could not reach `alpha` (`min_p`); `why` then says which.
+    """
+
     n_x: int
     n_y: int
+    method: str  # exact | permutation | asymptotic | none
+    p: float | None
+    u: float | None = None  # U statistic of x
+    min_p: float = 0.0  # the smallest two-sided p-value these sample sizes allow
+    why: str = ""
+
+    @property
+    def judged(self) -> bool:
+        return self.p is not None
+
+    def describe(self) -> str:
+        if self.p is None:
+            return f"too few rounds to judge (n={self.n_x} vs {self.n_y}: {self.why})"
+        return f"Mann-Whitney {self.method} p={self.p:.2g} (n={self.n_x} vs {self.n_y})"
 
 
-def _ranks(values: list[float]) -> tuple[list[float], float]:
-    """Average ranks (1-based) of values, and the tie term sum(t^3 - t) over groups of ties."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    tie_term = 0.0
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        avg = (i + j) / 2 + 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = avg
-        t = j - i + 1
-        tie_term += t**3 - t
-        i = j + 1
-    return ranks, tie_term
+def smallest_p(n_x: int, n_y: int) -> float:
+    """The smallest two-sided p-value a rank test can give for these sample sizes: both orderings at the extreme,
+    2 / C(n_x + n_y, n_x) (ties only make it larger)."""
+    if n_x == 0 or n_y == 0:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n_x + n_y, n_x))
 
 
-def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> MannWhitney | None:
-    """Two-sided Mann-Whitney U test (normal approximation with tie and continuity correction).
+def rank_test(x: Sequence[float], y: Sequence[float], alpha: float = 0.01) -> RankTest:
+    """Two-sided Mann-Whitney U of x against y with scipy: exact without ties and a seeded permutation test with
+    ties when either side has at most EXACT_MAX rounds, the tie-corrected normal approximation above that.
 
-    Returns None when either side has fewer than MIN_SAMPLES values. Matches
-    `scipy.stats.mannwhitneyu(x, y, method="asymptotic", use_continuity=True)`.
+    Returns p=None ("too few rounds to judge") when either side has fewer than MIN_ROUNDS rounds or when the
+    sample sizes cannot reach `alpha` at all (2 / C(n_x + n_y, n_x) >= alpha; 4 vs 4 rounds cannot reach 0.01).
     """
     n_x, n_y = len(x), len(y)
-    if n_x < MIN_SAMPLES or n_y < MIN_SAMPLES:
-        return None
-    ranks, tie_term = _ranks([float(v) for v in x] + [float(v) for v in y])
-    u = sum(ranks[:n_x]) - n_x * (n_x + 1) / 2
-    n = n_x + n_y
-    mu = n_x * n_y / 2
-    var = n_x * n_y / 12 * ((n + 1) - tie_term / (n * (n - 1)))
-    if var <= 0:  # every value identical: no evidence of any difference
-        return MannWhitney(u=u, z=0.0, p=1.0, n_x=n_x, n_y=n_y)
-    diff = u - mu
-    # Continuity correction: move half a unit towards the mean, never past it.
-    z = math.copysign(max(abs(diff) - 0.5, 0.0), diff) / math.sqrt(var)
-    p = min(1.0, math.erfc(abs(z) / math.sqrt(2)))
-    return MannWhitney(u=u, z=z, p=p, n_x=n_x, n_y=n_y)
+    floor = smallest_p(n_x, n_y)
+    if min(n_x, n_y) < MIN_ROUNDS:
+        return RankTest(n_x, n_y, "none", None, min_p=floor, why=f"fewer than {MIN_ROUNDS} rounds on a side")
+    if floor >= alpha:
+        why = f"the smallest p-value these sizes allow is {floor:.2g}, not below alpha {alpha:g}"
+        return RankTest(n_x, n_y, "none", None, min_p=floor, why=why)
+    import numpy as np
+    from scipy import stats
+
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if np.ptp(np.concatenate([xs, ys])) == 0:  # every value identical: no evidence of any difference
+        return RankTest(n_x, n_y, "exact", 1.0, u=n_x * n_y / 2, min_p=floor)
+    ties = len(np.unique(np.concatenate([xs, ys]))) < n_x + n_y
+    method: str | stats.PermutationMethod
+    if min(n_x, n_y) > EXACT_MAX:
+        method, name = "asymptotic", "asymptotic"
+    elif not ties:
+        method, name = "exact", "exact"
+    else:
+        method = stats.PermutationMethod(n_resamples=PERMUTATIONS, rng=np.random.default_rng(0))
+        name = "permutation"
+    res = stats.mannwhitneyu(xs, ys, alternative="two-sided", method=method)
+    return RankTest(n_x, n_y, name, float(res.pvalue), u=float(res.statistic), min_p=floor)

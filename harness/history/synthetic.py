@@ -2,6 +2,9 @@
 
 Each run draws a per-run drift (machine state: clocks, thermals) and per-round noise that is right-skewed with
 rare large outliers (interrupts, allocator hiccups), which is what real `samples_ms` look like.
+
+Everything written here says it is invented: `synthetic: true` in env.json and in every record (an extra field,
+absent from real records), so a report of such a directory carries the synthetic-data banner.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def make_env(
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "started_at": started_at,
+        "synthetic": True,
         "git_commit": "0" * 40,
         "host": {
             "hostname": hostname,
@@ -103,6 +107,7 @@ def make_record(
 ) -> dict:
     """A complete record for cell c; an ok record carries latency, samples and memory."""
     rec = new_record(run_id, c, weights="random-init(seed=0)")
+    rec["synthetic"] = True
     rec["status"] = status
     rec["started_at"] = "1970-01-01T00:00:00+00:00"
     if status == "ok" and samples_ms:

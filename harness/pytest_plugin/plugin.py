@@ -8,25 +8,28 @@ suites with structured Cell objects (ids read like the cell).
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 from harness.core import axes, envinfo, threads
 from harness.core.axes import SelectionError
+from harness.core.results_dir import SUPERSEDED_SUFFIX, RecordWriteError, recorded_cells
 from harness.execute.attempt import CellRunner, RunConfig, loop_timer, slowdown_factors
+from harness.measure.corrupt import corruptions
 from harness.plan.expected import ExpectedStatus
-from harness.plan.matrix import PlannedCell, Selection, build, profile_names, validate_backends
+from harness.plan.matrix import PlannedCell, build, profile_names
+from harness.pytest_plugin import options
 from harness.pytest_plugin.finish import _render_report
-from harness.yolo.models import ModelSource, WeightsError
+from harness.yolo.models import WeightsError, allow_unsafe_weights
 
 log = logging.getLogger(__name__)
 
 BENCH_KEY = pytest.StashKey["BenchSession"]()
+#: statuses of a recorded cell that --resume runs again: how the attempt ended, not what the cell does
+RERUN_STATUSES = ("crashed", "timeout")
 EXPECTED_FILE = Path(__file__).resolve().parents[2] / "suites" / "expected_status.yaml"
 
 
@@ -42,12 +45,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--batches", help="comma-separated batch sizes")
     g.addoption("--precisions", help="comma-separated precisions: fp32,fp16,int8")
     g.addoption(
-        "--results-dir", default="results", help="where results/<run_id>/ is written (default results)"
+        "--force-shapes",
+        action="store_true",
+        help=f"allow shape sides outside {axes.MIN_SIDE}..{axes.MAX_SIDE} and batches above {axes.MAX_BATCH}",
+    )
+    g.addoption(
+        "--results-dir",
+        default=options.DEFAULT_RESULTS_DIR,
+        help="where results/<run_id>/ is written (default results)",
+    )
+    g.addoption(
+        "--reports-dir",
+        help="where the report is rendered (default: reports/ with the default --results-dir, else "
+        "RESULTS_DIR/reports)",
     )
     g.addoption("--cache-dir", default=".cache/yolo26-bench", help="export and checkpoint cache")
     g.addoption("--weights-dir", help="directory holding yolo26{size}[-task].pt; default: seeded random init")
+    g.addoption(
+        "--allow-unsafe-weights",
+        action="store_true",
+        help="load weights files that need full unpickling (a .pt file can run code: only for files you trust)",
+    )
     g.addoption("--seed", type=int, default=0, help="random-init seed (default 0)")
-    g.addoption("--run-id", help="run id (default: UTC timestamp and host name)")
+    g.addoption(
+        "--run-id", help="run id: letters, digits, '.', '_', '-' (default: UTC timestamp and host name)"
+    )
     g.addoption("--rounds", type=int, help="timed rounds per cell (default: as many as fit in --min-time)")
     g.addoption("--min-time", type=float, default=2.0, help="seconds of timed rounds per cell (default 2)")
     g.addoption("--warmup", type=int, default=2, help="warm-up rounds per cell (default 2)")
@@ -75,6 +97,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="do not import the run into the history database (RESULTS_DIR/history.sqlite, or "
         "$YOLO26_BENCH_HISTORY) at the end",
     )
+    g.addoption(
+        "--resume",
+        action="store_true",
+        help="go on with an existing --run-id: skip the cells it has recorded (a crashed or timed-out cell runs "
+        "again) and append the rest; without it an existing run id is refused. Shards of one run pass it too",
+    )
 
 
 class BenchSession:
@@ -83,49 +111,7 @@ class BenchSession:
     def __init__(self, config: pytest.Config) -> None:
         opt = config.getoption
         self.config = config
-        self.profile = opt("profile")
-        if self.profile not in profile_names():
-            raise SelectionError(f"--profile: unknown {self.profile!r}; valid: {', '.join(profile_names())}")
-        backends_sel = axes.parse_list(opt("backends"), tuple(_backend_names()), "backends")
-        validate_backends(backends_sel)
-        from harness.plan.matrix import all_devices
-
-        self.selection = Selection(
-            sizes=axes.parse_list(opt("sizes"), axes.SIZES, "sizes"),
-            tasks=axes.parse_list(opt("tasks"), axes.TASKS, "tasks"),
-            heads=axes.parse_list(opt("heads"), axes.HEADS, "heads"),
-            backends=backends_sel,
-            devices=axes.parse_list(opt("devices"), all_devices(), "devices"),
-            shapes=axes.parse_shapes(opt("shapes")),
-            batches=axes.parse_batches(opt("batches")),
-            precisions=axes.parse_list(opt("precisions"), axes.PRECISIONS, "precisions"),
-        )
-        for name in ("rounds", "warmup"):
-            v = opt(name)
-            if v is not None and v < (1 if name == "rounds" else 0):
-                raise SelectionError(f"--{name}: {v} is out of range")
-        slowdown_factors()  # validate the testing knob up front
-        if opt("threads") is None:
-            self.threads, self.threads_source = threads.physical_cores(), threads.DEFAULT_SOURCE
-        else:
-            try:
-                self.threads, self.threads_source = threads.parse(opt("threads")), "--threads"
-            except ValueError as e:
-                raise SelectionError(str(e)) from None
-        self.weights_dir = Path(opt("weights_dir")) if opt("weights_dir") else None
-        if self.weights_dir is not None and not self.weights_dir.is_dir():
-            raise WeightsError(f"--weights-dir {self.weights_dir} is not a directory")
-        self.results_dir = Path(opt("results_dir"))
-        _check_writable(self.results_dir, "--results-dir")
-        self.cache_dir = Path(opt("cache_dir"))
-        _check_writable(self.cache_dir, "--cache-dir")
-        self.run_id = opt("run_id") or (
-            datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + socket.gethostname().split(".")[0]
-        )
-        self.planned: list[PlannedCell] = build(self.profile, self.selection)
-        if self.weights_dir is not None:  # every weights file this run needs must exist before any work
-            for key in sorted({(p.cell.size, p.cell.task) for p in self.planned if not p.excluded}):
-                ModelSource(key[0], key[1], self.weights_dir).check()
+        self._validate(opt)
         self.run_config = RunConfig(
             run_id=self.run_id,
             results_dir=self.results_dir,
@@ -140,8 +126,8 @@ class BenchSession:
             refresh_cache=opt("refresh_cache"),
             threads=self.threads,
         )
-        # One budget per run: this process's runtimes, and its export/probe subprocesses through the environment.
-        threads.set_budget(self.threads)
+        self.recorded = existing_run(config, self.run_config.run_dir, bool(opt("resume")))
+        self.stopped: str | None = None  # why the run stopped early (a record could not be written)
         self.expected = ExpectedStatus(Path(opt("expected_file")))
         self.update_command = " ".join(["pytest", *config.invocation_params.args, "--update-expected"])
         self._runner: CellRunner | None = None
@@ -149,17 +135,60 @@ class BenchSession:
         self.primary: list[dict] = []  # one per parametrized cell
         self.t0 = time.perf_counter()
 
+    def _validate(self, opt) -> None:
+        """Every option checked before any work (harness.pytest_plugin.options): one error line otherwise."""
+        from harness.plan.matrix import all_devices
+
+        self.profile = opt("profile")
+        if self.profile not in profile_names():
+            raise SelectionError(f"--profile: unknown {self.profile!r}; valid: {', '.join(profile_names())}")
+        self.selection = options.selection(opt, tuple(_backend_names()), all_devices())
+        options.check_numbers(opt)
+        slowdown_factors()  # validate the testing knob up front
+        corruptions()  # ... and the parity-check knob (a CorruptionError is a SelectionError: one usage error)
+        self.threads, self.threads_source = options.thread_budget(opt)
+        self.run_id = options.the_run_id(opt)
+        self.weights_dir = options.weights_dir(opt)
+        self.results_dir = Path(opt("results_dir"))
+        options.check_writable(self.results_dir, "--results-dir")
+        self.reports_dir = options.reports_dir(opt, self.results_dir)
+        if not opt("no_report"):
+            options.check_writable(self.reports_dir, "--reports-dir")
+        self.cache_dir = Path(opt("cache_dir"))
+        options.check_writable(self.cache_dir, "--cache-dir")
+        self.planned: list[PlannedCell] = build(self.profile, self.selection)
+        if opt("allow_unsafe_weights"):
+            allow_unsafe_weights()  # this process and, through the environment, its export and probe workers
+        # One budget per run: this process's runtimes, and its export/probe subprocesses through the environment
+        # (set before the weights check imports torch and ultralytics).
+        threads.set_budget(self.threads)
+        options.check_weights(self.planned, self.weights_dir, allow_unsafe=bool(opt("allow_unsafe_weights")))
+
     @property
     def runner(self) -> CellRunner:
         if self._runner is None:
-            self._runner = CellRunner(self.run_config, progress=self.progress)
-            self._runner.preload([p.cell for p in self.planned if not p.excluded])
-            envinfo.write(
-                self.run_config.run_dir,
-                envinfo.collect(self.run_id, threads=self.threads, threads_source=self.threads_source),
-            )
+            try:
+                runner = CellRunner(self.run_config, progress=self.progress)
+                runner.preload([p.cell for p in self.planned if not p.excluded])
+                envinfo.write(
+                    self.run_config.run_dir,
+                    envinfo.collect(self.run_id, threads=self.threads, threads_source=self.threads_source),
+                )
+            except OSError as e:  # the run directory cannot be written: nothing could be recorded
+                self.stop(
+                    e
+                    if isinstance(e, RecordWriteError)
+                    else f"cannot start the run in {self.run_config.run_dir}: {e}"
+                )
+            self._runner = runner
             self.progress(f"run {self.run_id}: {len(self.planned)} cells -> {self.run_config.run_dir}")
         return self._runner
+
+    def stop(self, why: object) -> NoReturn:
+        """End the session now, with one line: a record (or env.json) could not be written, so every further cell
+        would be measured for nothing. Exit status 2 (interrupted); the summary skips history and report."""
+        self.stopped = str(why)
+        pytest.exit(f"yolo26-bench stopped: {why}", returncode=pytest.ExitCode.INTERRUPTED)
 
     def progress(self, msg: str) -> None:
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -179,16 +208,6 @@ def _backend_names() -> list[str]:
     from harness import backends
 
     return list(backends.names())
-
-
-def _check_writable(path: Path, option: str) -> None:
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise SelectionError(f"{option} {path}: {probe} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise SelectionError(f"{option} {path} is not writable")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -263,7 +282,11 @@ def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> dic
     """Body of a suite test: run the cell, keep its record, map its status to a pytest outcome."""
     cell = planned.cell
     benchmark.group = f"{cell.model}-{cell.head}-{cell.shape.label}-b{cell.batch}"
-    recs = session.runner.run_cell_all(cell, benchmark_timer(benchmark), skip_reason=planned.excluded)
+    resume_cell(session, cell.id)
+    try:
+        recs = session.runner.run_cell_all(cell, benchmark_timer(benchmark), skip_reason=planned.excluded)
+    except RecordWriteError as e:
+        session.stop(e)
     rec = recs[0]
     session.records.extend(recs)
     session.primary.append(rec)
@@ -278,6 +301,43 @@ def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> dic
     if verdict.outcome in ("fail", "xpass"):
         pytest.fail(verdict.message, pytrace=False)
     return rec
+
+
+def existing_run(config: pytest.Config, run_dir: Path, resume: bool) -> dict[str, str]:
+    """The cells `run_dir` has recorded (cell id -> status) when --resume goes on with it; refuses (one error line)
+    a run id that already holds a run without --resume, so no run appends duplicates to another in silence."""
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller checked before workers started
+        return recorded_cells(run_dir) if resume else {}
+    if not (run_dir.is_dir() and any(run_dir.iterdir())):
+        return {}
+    try:
+        recorded = recorded_cells(run_dir)
+    except (OSError, ValueError) as e:
+        raise SelectionError(f"--run-id: {run_dir} holds records that cannot be read ({e})") from None
+    if not resume:
+        raise SelectionError(
+            f"--run-id {run_dir.name}: {run_dir} already holds a run ({len(recorded)} cells recorded); pass "
+            "--resume to run only the cells it lacks, or choose another --run-id"
+        )
+    return recorded
+
+
+def resume_cell(session: BenchSession, cell_id: str) -> None:
+    """--resume: skip a cell the run has recorded; one recorded as crashed or timed out runs again, its earlier
+    records moved to cells.jsonl.superseded so the run never holds two verdicts for one cell."""
+    status = session.recorded.get(cell_id)
+    if status is None:
+        return
+    if status not in RERUN_STATUSES:
+        pytest.skip(f"already recorded in run {session.run_id} as {status} (--resume)")
+    try:
+        moved = session.runner.writer.set_aside(cell_id)
+    except RecordWriteError as e:
+        session.stop(e)
+    session.progress(
+        f"{cell_id}: recorded as {status}; running it again ({moved} earlier records moved to "
+        f"cells.jsonl{SUPERSEDED_SUFFIX})"
+    )
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
@@ -299,6 +359,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     tr.write_line(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     tr.write_line(f"records: {session.run_config.run_dir / 'cells.jsonl'}")
+    if session.stopped:  # a write failed: the history and the report would read an incomplete run
+        return
     if config.getoption("update_expected"):
         added, removed = session.expected.update(session.primary)
         tr.write_line(

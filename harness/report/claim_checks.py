@@ -1,34 +1,63 @@
 """The predicates of the claims check, registered by the name claims.yaml gives them.
 
-Each takes the claim, the records its selection matched (with their runs) and all runs, and returns the verdict
-(confirmed, refuted or not measurable), the evidence as text with the measured numbers, and the records behind it.
+Each takes the claim, the records its selection matched (with their runs) and all runs, and returns an Outcome:
+the points it judged (each a record, a pair or a group of records that agrees with the claim, disagrees with it,
+or ran without saying anything about it), or, when nothing could be judged, a verdict with the reason. The verdict
+over the points (confirmed, partly, refuted) and the coverage the claim needs are claims.py's job.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from harness.core.results_dir import dig
+from harness.history.stats import p50_interval
+from harness.report import hardware
 from harness.report.fmt import fmt_num
 from harness.report.index import RunIndex, workload_key
 from harness.report.load import is_failed, number
-from harness.report.matrix import machine_label, short
+from harness.report.matrix import machine_label, row_label, short
 
 if TYPE_CHECKING:
     from harness.report.claims import Claim
 
 log = logging.getLogger(__name__)
 
-CONFIRMED, REFUTED, UNMEASURABLE = "confirmed", "refuted", "not measurable"
+CONFIRMED, PARTLY, REFUTED = "confirmed", "partly", "refuted"
+UNMEASURABLE, NOT_COMPARABLE, UNTESTABLE = "not measurable", "not comparable here", "untestable"
+VERDICTS = (CONFIRMED, PARTLY, REFUTED, UNMEASURABLE, NOT_COMPARABLE, UNTESTABLE)
 # Failures that say nothing about the claim: the run lacked a device or a package.
 DEFAULT_INCONCLUSIVE = ("device_missing", "dependency_missing")
 MAX_EVIDENCE = 4
 
 Cand = tuple[RunIndex, dict]
 
-Outcome = tuple[str, str, list[Cand]]
+
+@dataclass(frozen=True)
+class Point:
+    """One judged piece of evidence: its records, whether it agrees with the claim (None: it ran, but says nothing
+    about the claim), and what it showed, as text with the measured numbers."""
+
+    cands: tuple[Cand, ...]
+    agrees: bool | None
+    said: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A predicate's answer: judged points (`verdict` None, claims.py decides), or a verdict with its reason."""
+
+    points: list[Point] = field(default_factory=list)
+    verdict: str | None = None
+    evidence: str = ""
+    cands: list[Cand] = field(default_factory=list)
+    any_of: bool = False  # an existence claim ("some ops may fall back"): one agreeing point confirms it
+    note: str = ""  # said after the points (what was set aside and why)
+
+
 CHECKS: dict[str, Callable[[Claim, list[Cand], list[RunIndex]], Outcome]] = {}
 
 
@@ -42,7 +71,7 @@ def check(name: str):
     return register
 
 
-def _say(idx: RunIndex, rec: dict, indexes: list[RunIndex]) -> str:
+def say(idx: RunIndex, rec: dict, indexes: list[RunIndex]) -> str:
     """One record as evidence: the cell, where it ran (when several runs render), and its outcome."""
     where = str(rec.get("cell_id"))
     if len(indexes) > 1:
@@ -62,27 +91,31 @@ def _say(idx: RunIndex, rec: dict, indexes: list[RunIndex]) -> str:
     return f"{where}: {status}"
 
 
-def _list(cands: list[Cand], indexes: list[RunIndex]) -> str:
-    said = "; ".join(_say(i, r, indexes) for i, r in cands[:MAX_EVIDENCE])
+def listing(cands: list[Cand], indexes: list[RunIndex]) -> str:
+    said = "; ".join(say(i, r, indexes) for i, r in cands[:MAX_EVIDENCE])
     return said + (f"; and {len(cands) - MAX_EVIDENCE} more" if len(cands) > MAX_EVIDENCE else "")
 
 
-def _absent(claim: Claim, matched: list[Cand], indexes: list[RunIndex] | None = None) -> Outcome:
+def point(idx: RunIndex, rec: dict, indexes: list[RunIndex], agrees: bool | None, said: str = "") -> Point:
+    return Point(((idx, rec),), agrees, said or say(idx, rec, indexes))
+
+
+def ran(matched: list[Cand]) -> list[Cand]:
+    return [(i, r) for i, r in matched if r.get("status") != "skipped"]
+
+
+def absent(claim: Claim, matched: list[Cand], indexes: list[RunIndex] | None = None) -> Outcome:
     """Not measurable: say whether nothing matched, everything was skipped, or what ran gave no usable value."""
     skipped = [(i, r) for i, r in matched if r.get("status") == "skipped"]
-    ran = _ran(matched)
-    if ran and indexes is not None:
-        why = f"the matching cells give no value to judge by: {_list(ran, indexes)}"
+    done = ran(matched)
+    if done and indexes is not None:
+        why = f"the matching cells give no value to judge by: {listing(done, indexes)}"
     elif skipped:
         reasons = sorted({str(r.get("reason") or "no reason recorded") for _, r in skipped})
         why = f"the {len(skipped)} matching cells were skipped ({'; '.join(short(x, 100) for x in reasons[:2])})"
     else:
         why = "no matching cell in this run"
-    return UNMEASURABLE, f"{why}; {claim.unmeasurable}", ran or skipped
-
-
-def _ran(matched: list[Cand]) -> list[Cand]:
-    return [(i, r) for i, r in matched if r.get("status") != "skipped"]
+    return Outcome(verdict=UNMEASURABLE, evidence=f"{why}; {claim.unmeasurable}", cands=done or skipped)
 
 
 def _mentions(rec: dict, words: list[str]) -> bool:
@@ -96,156 +129,141 @@ def _mentions(rec: dict, words: list[str]) -> bool:
 
 @check("fails")
 def _fails(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
-    ran = _ran(matched)
-    if not ran:
-        return _absent(claim, matched, indexes)
-    refuting = [
-        (i, r) for i, r in ran if r.get("status") in claim.params.get("refute_statuses", ["ok", "exported"])
-    ]
-    if refuting:
-        return REFUTED, _list(refuting, indexes), refuting
+    """Each cell that ran: a failure (on the expected operators, when named) agrees, a refuting status disagrees,
+    a failure for a missing device or package (or on other operators) says nothing."""
+    done = ran(matched)
+    if not done:
+        return absent(claim, matched, indexes)
+    refute = claim.params.get("refute_statuses", ["ok", "exported"])
     inconclusive = tuple(claim.params.get("inconclusive_classes", DEFAULT_INCONCLUSIVE))
-    failed = [(i, r) for i, r in ran if is_failed(r) and dig(r, "failure.class") not in inconclusive]
-    if not failed:
-        return UNMEASURABLE, f"the cells did not get far enough to tell: {_list(ran, indexes)}", ran
     expect = claim.params.get("expect_any")
-    if expect:
-        hits = [(i, r) for i, r in failed if _mentions(r, expect)]
-        if not hits:
+    points = []
+    for i, r in done:
+        if r.get("status") in refute:
+            points.append(point(i, r, indexes, False))
+        elif not is_failed(r) or dig(r, "failure.class") in inconclusive:
+            points.append(
+                point(i, r, indexes, None, f"{say(i, r, indexes)} (did not get far enough to tell)")
+            )
+        elif expect and not _mentions(r, expect):
             words = ", ".join(map(str, expect))
-            return UNMEASURABLE, f"the cells failed, but not on {words}: {_list(failed, indexes)}", failed
-        return CONFIRMED, _list(hits, indexes), hits
-    return CONFIRMED, _list(failed, indexes), failed
+            points.append(point(i, r, indexes, None, f"{say(i, r, indexes)} (failed, but not on {words})"))
+        else:
+            points.append(point(i, r, indexes, True))
+    return Outcome(points)
 
 
 @check("succeeds")
 def _succeeds(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
-    ran = _ran(matched)
-    if not ran:
-        return _absent(claim, matched, indexes)
+    """Each cell that ran: an allowed status (ok by default) agrees, anything else disagrees."""
+    done = ran(matched)
+    if not done:
+        return absent(claim, matched, indexes)
     allowed = claim.params.get("allow_statuses", ["ok"])
-    bad = [(i, r) for i, r in ran if r.get("status") not in allowed]
-    if bad:
-        return REFUTED, f"{len(bad)} of {len(ran)} cells did not: {_list(bad, indexes)}", bad
-    return CONFIRMED, f"all {len(ran)} matching cells {'/'.join(allowed)}: {_list(ran, indexes)}", ran
+    return Outcome([point(i, r, indexes, r.get("status") in allowed) for i, r in done])
 
 
 @check("any_succeeds")
 def _any_succeeds(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
-    ran = _ran(matched)
-    if not ran:
-        return _absent(claim, matched, indexes)
-    good = [(i, r) for i, r in ran if r.get("status") == "ok"]
-    if good:
-        return CONFIRMED, _list(good, indexes), good
-    return REFUTED, f"every attempt failed: {_list(ran, indexes)}", ran
+    """Existence: one attempt that ran ok confirms; attempts that all failed refute."""
+    done = ran(matched)
+    if not done:
+        return absent(claim, matched, indexes)
+    return Outcome([point(i, r, indexes, r.get("status") == "ok") for i, r in done], any_of=True)
 
 
 @check("latency_range")
 def _latency_range(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
+    """Each ok cell's p50 inside the claimed range (widened by `tolerance_pct`) agrees, outside disagrees."""
     ok = [(i, r) for i, r in matched if r.get("status") == "ok" and number(r, "latency_ms.p50") is not None]
     if not ok:
-        return _absent(claim, matched, indexes)
+        return absent(claim, matched, indexes)
     tol = float(claim.params.get("tolerance_pct", 0)) / 100.0
     lo, hi = float(claim.params["lo_ms"]) * (1 - tol), float(claim.params["hi_ms"]) * (1 + tol)
-    gpu = claim.params.get("gpu_contains")
-    if gpu:
-        on_it = [
-            (i, r) for i, r in ok if any(gpu.lower() in str(g.get("name", "")).lower() for g in i.run.gpus)
-        ]
-        if not on_it:
-            gpus = sorted({str(g.get("name")) for i, _ in ok for g in i.run.gpus}) or ["none"]
-            return (
-                UNMEASURABLE,
-                f"the claim is about {claim.params.get('hardware', gpu)}; this run's GPUs: {', '.join(gpus)} "
-                f"(measured there, for context only: {_list(ok, indexes)})",
-                ok,
-            )
-        ok = on_it
-    inside = [(i, r) for i, r in ok if lo <= (number(r, "latency_ms.p50") or 0) <= hi]
-    cpus = sorted({str(i.run.env_value("host", "cpu_model")) for i, _ in ok})
-    context = f"range {fmt_num(lo)}-{fmt_num(hi)} ms with the claim's margin"
-    if not gpu and claim.params.get("hardware"):
-        context += f"; the claim is for {claim.params['hardware']}, measured on {', '.join(cpus)}"
-    if len(inside) == len(ok):
-        return CONFIRMED, f"{_list(ok, indexes)} ({context})", ok
-    outside = [c for c in ok if c not in inside]
-    return REFUTED, f"{_list(outside, indexes)} ({context})", outside
+    points = [point(i, r, indexes, lo <= (number(r, "latency_ms.p50") or 0) <= hi) for i, r in ok]
+    return Outcome(points, note=f"range {fmt_num(lo)}-{fmt_num(hi)} ms with the claim's margin")
+
+
+def _baseline_for(idx: RunIndex, rec: dict, baseline: str) -> dict | None:
+    return next(
+        (
+            b
+            for b in idx.cells
+            if b.get("backend") == baseline
+            and b.get("status") == "ok"
+            and b.get("device") == rec.get("device")
+            and workload_key(b) == workload_key(rec)
+            and number(b, "latency_ms.p50")
+        ),
+        None,
+    )
 
 
 @check("speedup_range")
 def _speedup_range(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
+    """Each ok cell paired with the baseline backend's cell of the same workload and device: a speedup (baseline
+    p50 over this p50) inside the claimed range agrees."""
     baseline = claim.params.get("baseline", "torch-eager")
     lo, hi = float(claim.params.get("lo", 0)), claim.params.get("hi")
-    pairs, seen = [], []
+    points, seen = [], []
     for idx, rec in matched:
         p50 = number(rec, "latency_ms.p50")
         if rec.get("status") != "ok" or p50 is None or p50 <= 0:
             continue
         seen.append((idx, rec))
-        base = next(
-            (
-                b
-                for b in idx.cells
-                if b.get("backend") == baseline
-                and b.get("status") == "ok"
-                and b.get("device") == rec.get("device")
-                and workload_key(b) == workload_key(rec)
-                and number(b, "latency_ms.p50")
-            ),
-            None,
-        )
-        if base is not None:
-            pairs.append((idx, rec, (number(base, "latency_ms.p50") or 0.0) / p50))
-    if not pairs:
+        base = _baseline_for(idx, rec, baseline)
+        if base is None:
+            continue
+        s = (number(base, "latency_ms.p50") or 0.0) / p50
+        inside = lo <= s and (hi is None or s <= float(hi))
+        said = f"{rec.get('cell_id')}: {fmt_num(s)}× vs {baseline} (p50 {fmt_num(p50)} ms)"
+        points.append(Point(((idx, rec), (idx, base)), inside, said))
+    if not points:
         if not seen:
-            return _absent(claim, matched, indexes)
-        return UNMEASURABLE, f"no {baseline} cell ran ok for the same workload; {claim.unmeasurable}", seen
-    said = "; ".join(
-        f"{r.get('cell_id')}: {fmt_num(s)}× vs {baseline} (p50 {fmt_num(number(r, 'latency_ms.p50') or 0)} ms)"
-        for _, r, s in pairs[:MAX_EVIDENCE]
-    ) + (f"; and {len(pairs) - MAX_EVIDENCE} more" if len(pairs) > MAX_EVIDENCE else "")
-    outside = [(i, r) for i, r, s in pairs if s < lo or (hi is not None and s > float(hi))]
-    verdict = REFUTED if outside else CONFIRMED
+            return absent(claim, matched, indexes)
+        return Outcome(
+            verdict=UNMEASURABLE,
+            evidence=f"no {baseline} cell ran ok for the same workload; {claim.unmeasurable}",
+            cands=seen,
+        )
     want = f"claimed {fmt_num(lo)}×" + (f"-{fmt_num(float(hi))}×" if hi is not None else " or more")
-    return verdict, f"{said} ({want})", outside or [(i, r) for i, r, _ in pairs]
+    return Outcome(points, note=want)
 
 
 @check("message_absent")
 def _message_absent(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
-    ran = [(i, r) for i, r in _ran(matched) if dig(r, "failure.class") not in DEFAULT_INCONCLUSIVE]
-    if not ran:
-        return _absent(claim, matched, indexes)
-    hits = [(i, r) for i, r in ran if _mentions(r, claim.params["patterns"])]
-    if hits:
-        return REFUTED, _list(hits, indexes), hits
-    return CONFIRMED, f"none of the {len(ran)} attempts failed that way: {_list(ran, indexes)}", ran
+    """Each attempt that got past a missing device or package: failing with one of `patterns` disagrees."""
+    done = [(i, r) for i, r in ran(matched) if dig(r, "failure.class") not in DEFAULT_INCONCLUSIVE]
+    if not done:
+        return absent(claim, matched, indexes)
+    return Outcome([point(i, r, indexes, not _mentions(r, claim.params["patterns"])) for i, r in done])
 
 
 @check("runs_if_exported")
 def _runs_if_exported(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
-    past = [(i, r) for i, r in _ran(matched) if r.get("status") not in ("export_failed", "exported")]
+    """Existence: an artifact that exported and then ran ok confirms; artifacts that exported and failed refute."""
+    past = [(i, r) for i, r in ran(matched) if r.get("status") not in ("export_failed", "exported")]
     if not past:
-        why = "no matching artifact got past export" if _ran(matched) else "no matching cell in this run"
-        return UNMEASURABLE, f"{why}; {claim.unmeasurable}", _ran(matched)
-    good = [(i, r) for i, r in past if r.get("status") == "ok"]
-    if good:
-        return CONFIRMED, _list(good, indexes), good
-    return REFUTED, _list(past, indexes), past
+        why = "no matching artifact got past export" if ran(matched) else "no matching cell in this run"
+        return Outcome(verdict=UNMEASURABLE, evidence=f"{why}; {claim.unmeasurable}", cands=ran(matched))
+    return Outcome([point(i, r, indexes, r.get("status") == "ok") for i, r in past], any_of=True)
+
+
+def _fallback_text(rec: dict) -> str:
+    fb = int(number(rec, "ops.fallback") or 0)
+    return f"{rec.get('cell_id')}: {fb} of {int((number(rec, 'ops.delegated') or 0) + fb)} ops not delegated"
 
 
 @check("fallback_present")
 def _fallback_present(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
+    """Existence ("some ops may fall back"): one artifact with operators left undelegated confirms."""
     counted = [(i, r) for i, r in matched if number(r, "ops.fallback") is not None]
     if not counted:
-        return _absent(claim, matched, indexes)
-    said = "; ".join(
-        f"{r.get('cell_id')}: {int(number(r, 'ops.fallback') or 0)} of "
-        f"{int((number(r, 'ops.delegated') or 0) + (number(r, 'ops.fallback') or 0))} ops not delegated"
-        for _, r in counted[:MAX_EVIDENCE]
-    )
-    some = [(i, r) for i, r in counted if (number(r, "ops.fallback") or 0) > 0]
-    return (CONFIRMED, said, some) if some else (REFUTED, said, counted)
+        return absent(claim, matched, indexes)
+    points = [
+        point(i, r, indexes, (number(r, "ops.fallback") or 0) > 0, _fallback_text(r)) for i, r in counted
+    ]
+    return Outcome(points, any_of=True)
 
 
 def _groups(matched: list[Cand], path: str, uncached: bool = False) -> dict[tuple, list[tuple[Cand, float]]]:
@@ -261,26 +279,25 @@ def _groups(matched: list[Cand], path: str, uncached: bool = False) -> dict[tupl
 
 @check("size_spread")
 def _size_spread(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
+    """Each workload with artifacts of two or more backends: a size spread within `max_spread_pct` agrees."""
     groups = _groups(matched, "artifact_bytes")
     if not groups:
-        return _absent(claim, matched, indexes)
+        return absent(claim, matched, indexes)
     limit = float(claim.params.get("max_spread_pct", 10))
-    worst, said, cells = 0.0, [], []
+    points = []
     for members in groups.values():
         lo, hi = min(v for _, v in members), max(v for _, v in members)
         spread = (hi / lo - 1) * 100 if lo > 0 else float("inf")
-        worst = max(worst, spread)
-        cells += [c for c, _ in members]
-        said.append(
-            ", ".join(f"{c[1].get('backend')} {fmt_num(v / 1e6)} MB" for c, v in members)
-            + f" (spread {fmt_num(spread)}%)"
+        said = ", ".join(f"{c[1].get('backend')} {fmt_num(v / 1e6)} MB" for c, v in members)
+        points.append(
+            Point(tuple(c for c, _ in members), spread <= limit, f"{said} (spread {fmt_num(spread)}%)")
         )
-    verdict = CONFIRMED if worst <= limit else REFUTED
-    return verdict, "; ".join(said[:MAX_EVIDENCE]) + f" (claimed within {fmt_num(limit)}%)", cells
+    return Outcome(points, note=f"claimed within {fmt_num(limit)}%")
 
 
 @check("fastest_export")
 def _fastest_export(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
+    """Each workload exported uncached by the `winner` and another backend: the winner being fastest agrees."""
     winner = claim.params["winner"]
     groups = {
         k: v
@@ -288,48 +305,29 @@ def _fastest_export(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) 
         if any(c[1].get("backend") == winner for c, _ in v)
     }
     if not groups:
-        return _absent(claim, matched, indexes)
-    lost, said, cells = False, [], []
+        return absent(claim, matched, indexes)
+    points = []
     for members in groups.values():
         members = sorted(members, key=lambda m: m[1])
-        lost |= members[0][0][1].get("backend") != winner
-        cells += [c for c, _ in members]
-        said.append(", ".join(f"{c[1].get('backend')} {fmt_num(v)} s" for c, v in members))
-    return (
-        (REFUTED if lost else CONFIRMED),
-        "export times (uncached): " + "; ".join(said[:MAX_EVIDENCE]),
-        cells,
-    )
+        said = "export times (uncached): " + ", ".join(
+            f"{c[1].get('backend')} {fmt_num(v)} s" for c, v in members
+        )
+        points.append(Point(tuple(c for c, _ in members), members[0][0][1].get("backend") == winner, said))
+    return Outcome(points)
 
 
 @check("field_min")
 def _field_min(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
+    """Each record with the field: a value of at least `min` agrees."""
     path, least, unit = claim.params["field"], float(claim.params["min"]), claim.params.get("unit", "")
     have = [(i, r, number(r, path)) for i, r in matched if number(r, path) is not None]
     if not have:
-        return _absent(claim, matched, indexes)
-    said = "; ".join(
-        f"{r.get('cell_id')}: {path} {fmt_num(v or 0)} {unit}" for _, r, v in have[:MAX_EVIDENCE]
-    )
-    below = [(i, r) for i, r, v in have if (v or 0) < least]
-    if below:
-        return REFUTED, f"{said} (claimed at least {fmt_num(least)} {unit})", below
-    return CONFIRMED, f"{said} (claimed at least {fmt_num(least)} {unit})", [(i, r) for i, r, _ in have]
-
-
-@check("runs_on_devices")
-def _runs_on_devices(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
-    devices = list(claim.params["devices"])
-    ran = _ran(matched)
-    missing = [d for d in devices if not any(r.get("device") == d for _, r in ran)]
-    failing = [(i, r) for i, r in ran if r.get("device") in devices and is_failed(r)]
-    ok_on = {d: [(i, r) for i, r in ran if r.get("device") == d and r.get("status") == "ok"] for d in devices}
-    if any(not ok_on[d] for d in devices if d not in missing) and failing:
-        return REFUTED, _list(failing, indexes), failing
-    if missing:
-        return UNMEASURABLE, f"no cell ran on {', '.join(missing)}; {claim.unmeasurable}", ran
-    cells = [c for d in devices for c in ok_on[d][:1]]
-    return CONFIRMED, _list(cells, indexes), cells
+        return absent(claim, matched, indexes)
+    points = [
+        point(i, r, indexes, (v or 0) >= least, f"{r.get('cell_id')}: {path} {fmt_num(v or 0)} {unit}")
+        for i, r, v in have
+    ]
+    return Outcome(points, note=f"claimed at least {fmt_num(least)} {unit}")
 
 
 @check("dynamic_works")
@@ -337,20 +335,85 @@ def _dynamic_works(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -
     """The plain dynamic artifact exported and ran at every swept size that is a multiple of `multiple_of`;
     other sizes are reported but judged by their own claim (YOLO needs multiples of 32)."""
     m = int(claim.params.get("multiple_of", 32))
-    ran = [(i, r) for i, r in _ran(matched) if not r.get("remedy")]
-    probes = [(i, r) for i, r in ran if not r.get("height")]
-    sweeps = [(i, r) for i, r in ran if r.get("height")]
+    done = [(i, r) for i, r in ran(matched) if not r.get("remedy")]
+    probes = [(i, r) for i, r in done if not r.get("height")]
+    sweeps = [(i, r) for i, r in done if r.get("height")]
     if not probes and not sweeps:
-        return _absent(claim, matched, indexes)
-    failed_export = [(i, r) for i, r in probes if r.get("status") == "export_failed"]
-    if failed_export:
-        return REFUTED, f"the dynamic export failed: {_list(failed_export, indexes)}", failed_export
+        return absent(claim, matched, indexes)
+    failed_export = [
+        point(i, r, indexes, False, f"the dynamic export failed: {say(i, r, indexes)}")
+        for i, r in probes
+        if r.get("status") == "export_failed"
+    ]
     judged = [(i, r) for i, r in sweeps if r["height"] % m == 0 and (r.get("width") or 0) % m == 0]
     aside = [(i, r) for i, r in sweeps if (i, r) not in judged]
-    if not judged:
-        return UNMEASURABLE, f"no size that is a multiple of {m} was swept; {claim.unmeasurable}", sweeps
-    bad = [(i, r) for i, r in judged if r.get("status") != "ok"]
-    extra = f" (not judged here, not a multiple of {m}: {_list(aside, indexes)})" if aside else ""
-    if bad:
-        return REFUTED, f"{_list(bad, indexes)}{extra}", bad
-    return CONFIRMED, f"{_list(judged, indexes)}{extra}", judged
+    note = f"not judged here, not a multiple of {m}: {listing(aside, indexes)}" if aside else ""
+    if not judged and not failed_export:
+        return Outcome(
+            verdict=UNMEASURABLE,
+            evidence=f"no size that is a multiple of {m} was swept; {claim.unmeasurable}",
+            cands=sweeps,
+        )
+    points = failed_export + [point(i, r, indexes, r.get("status") == "ok") for i, r in judged]
+    return Outcome(points, note=note)
+
+
+def _relation(fast: dict, other: dict) -> str:
+    """`faster`, `slower` or `tied` (the p50 confidence intervals overlap) for `fast` against `other`; `unknown`
+    when either has too few rounds for an interval."""
+    a, b = p50_interval(fast.get("samples_ms") or []), p50_interval(other.get("samples_ms") or [])
+    if a is None or b is None:
+        return "unknown"
+    if a.overlaps(b):
+        return "tied"
+    return "faster" if a.hi < b.lo else "slower"
+
+
+@check("vendor_contrast")
+def _vendor_contrast(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
+    """`fast` (e.g. OpenVINO) against `other` (e.g. ONNX Runtime) on the same workload and machine: on a CPU of the
+    `benefit_vendors` it must be faster (p50 intervals apart), on any other vendor's CPU it must not be. A contrast
+    between vendors: both sides must have been measured, else the claim is not measurable (one side is context)."""
+    fast, other = claim.params["fast"], claim.params["other"]
+    benefit = set(claim.params.get("benefit_vendors", ["intel"]))
+    points, unknown_vendor = [], []
+    for idx in indexes:
+        vendor = hardware.cpu_vendor(idx.run)
+        mine = [r for i, r in matched if i is idx and r.get("status") == "ok"]
+        for rec in (r for r in mine if r.get("backend") == fast):
+            peer = next(
+                (r for r in mine if r.get("backend") == other and workload_key(r) == workload_key(rec)), None
+            )
+            if peer is None:
+                continue
+            if vendor is None:
+                unknown_vendor.append((idx, rec))
+                continue
+            rel = _relation(rec, peer)
+            where = f"{hardware.cpu_model(idx.run)} ({hardware.VENDOR_NAMES[vendor]})"
+            said = (
+                f"{row_label(workload_key(rec)[:5])} on {where}: {fast} p50 {fmt_num(number(rec, 'latency_ms.p50') or 0)}"
+                f" ms vs {other} {fmt_num(number(peer, 'latency_ms.p50') or 0)} ms ({fast} {rel})"
+            )
+            agrees = None if rel == "unknown" else (rel == "faster") == (vendor in benefit)
+            points.append(Point(((idx, rec), (idx, peer)), agrees, said))
+    note = (
+        f"runs whose CPU vendor env.json does not tell: {listing(unknown_vendor, indexes)}"
+        if unknown_vendor
+        else ""
+    )
+    if not points and unknown_vendor:
+        return Outcome(verdict=UNMEASURABLE, evidence=f"{note}; {claim.unmeasurable}", cands=unknown_vendor)
+    if not points:
+        return absent(claim, matched, indexes)
+    sides = {hardware.cpu_vendor(p.cands[0][0].run) in benefit for p in points}
+    if len(sides) < 2:
+        seen = sorted({hardware.VENDOR_NAMES[hardware.cpu_vendor(p.cands[0][0].run) or ""] for p in points})
+        said = "; ".join(p.said for p in points[:MAX_EVIDENCE])
+        return Outcome(
+            verdict=UNMEASURABLE,
+            evidence=f"only {' and '.join(seen)} CPUs were measured, the claim contrasts vendors "
+            f"(for context: {said}); {claim.unmeasurable}",
+            cands=[c for p in points for c in p.cands],
+        )
+    return Outcome(points, note=note)

@@ -30,6 +30,12 @@ class RunHeader:
     weights_note: str
     weights: list[str] = field(default_factory=list)
     random_init: bool = False
+    synthetic: bool = False  # env.json or a record says `synthetic: true`: generated, not measured
+
+
+def is_synthetic(env: dict, records: list[dict]) -> bool:
+    """Whether a run is marked as generated data: `synthetic: true` in its env.json or in any of its records."""
+    return env.get("synthetic") is True or any(r.get("synthetic") is True for r in records)
 
 
 def _gpu_line(g: dict) -> str:
@@ -79,6 +85,7 @@ def run_header(idx: RunIndex, indexes: list[RunIndex]) -> RunHeader:
         weights_note=str(run.env_value("weights_note", default="")),
         weights=weights or ["unknown (no record names its weights)"],
         random_init=any(w.startswith("random-init") for w in weights),
+        synthetic=is_synthetic(run.env, run.records),
     )
 
 

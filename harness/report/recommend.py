@@ -1,9 +1,13 @@
 """Recommendations per use case, computed from the records.
 
-Latency-type use cases compare backends on one workload (same model, task, head, shape, batch and precision),
-the workload where the most backends qualify, so a winner is never a smaller model beating a larger one.
-Each recommendation names the winning cell, the runner-up and the numbers behind the choice, or says why no
-measured cell qualifies.
+Latency-type use cases compare backends on one workload (same model, task, head, shape, batch and precision) and
+one timing scope (a `model` p50 is never ranked against a `model+h2d+d2h` one), the group where the most backends
+qualify, so a winner is never a smaller model beating a larger one. Two backends whose p50 confidence intervals
+(harness.history.stats.p50_interval, from each record's rounds) overlap are tied, and a tie is reported as one,
+never as a winner and a runner-up; a record with too few rounds for an interval cannot be told apart either.
+Unknown is unknown: a backend that does not report its operator fallback is not taken to have none.
+Each recommendation names the winning cell, the runner-up and the numbers behind the choice, the tied cells, or
+says why no measured cell qualifies.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness.history.stats import Interval, p50_interval
 from harness.report.fmt import fmt_bytes, fmt_num
 from harness.report.index import RunIndex, export_only_backends, row_sort, workload_key
 from harness.report.load import number, run_shape
@@ -44,6 +49,11 @@ class Recommendation:
     runner_up: Pick | None = None
     workload: str | None = None
     none_reason: str | None = None
+    tied: tuple[Pick, ...] = ()  # no winner: these cannot be told apart (the best first)
+    tie_reason: str | None = None
+    set_aside: str | None = (
+        None  # qualifying cells left out of the comparison, and why (another timing scope)
+    )
 
     def as_dict(self) -> dict:
         def pick(p: Pick | None) -> dict | None:
@@ -57,6 +67,9 @@ class Recommendation:
             "winner": pick(self.winner),
             "runner_up": pick(self.runner_up),
             "none_reason": self.none_reason,
+            "tied": [pick(p) for p in self.tied],
+            "tie_reason": self.tie_reason,
+            "set_aside": self.set_aside,
         }
 
 
@@ -100,6 +113,47 @@ def _pool_reason(pool: list[Cand], what: str, lacking: int = 0, metric_name: str
     return f"no measured {what} cell qualifies on this machine ({len(pool)} ran: {counts}{why})"
 
 
+def latency_interval(rec: dict) -> Interval | None:
+    """The p50's 95% confidence interval from the record's rounds; None with too few rounds."""
+    samples = rec.get("samples_ms")
+    return p50_interval(samples) if isinstance(samples, list) else None
+
+
+def throughput_interval(rec: dict) -> Interval | None:
+    """images/s at the ends of the p50 interval (batch x 1000 / p50)."""
+    ci, batch = latency_interval(rec), rec.get("batch")
+    if ci is None or not isinstance(batch, int) or ci.lo <= 0:
+        return None
+    return Interval(batch * 1000.0 / ci.hi, batch * 1000.0 / ci.lo, ci.level)
+
+
+def split_ties(
+    ranked: list[Cand], interval: Callable[[dict], Interval | None] | None
+) -> tuple[list[Cand], str | None]:
+    """The entrants that cannot be told apart from the first of `ranked` (itself included), and why.
+
+    Tied: the p50 intervals overlap, or either has too few rounds for an interval (unknown, so not separable).
+    One entrant alone is never a tie.
+    """
+    if interval is None or len(ranked) < 2:
+        return ranked[:1], None
+    first = interval(ranked[0][1])
+    tied, unknown = [ranked[0]], first is None
+    for cand in ranked[1:]:
+        ci = interval(cand[1])
+        if first is None or ci is None or ci.overlaps(first):
+            tied.append(cand)
+            unknown |= ci is None
+    if len(tied) < 2:
+        return tied, None
+    why = "their p50 95% confidence intervals overlap"
+    if unknown:
+        why = (
+            "their p50s cannot be told apart: an interval needs at least 6 timed rounds, and some have fewer"
+        )
+    return tied, why
+
+
 @dataclass(frozen=True)
 class RankedUseCase:
     """A use case answered by ranking qualifying cells on one metric within one workload."""
@@ -115,6 +169,8 @@ class RankedUseCase:
     metric_name: str
     numbers: Callable[[dict], str]
     group_batch: bool = True  # False: cells of any batch compete (throughput)
+    scoped: bool = False  # a timing figure: only cells of one timing scope compete
+    interval: Callable[[dict], Interval | None] | None = None  # the metric's confidence interval (ties)
 
 
 def _ranked(case: RankedUseCase, indexes: list[RunIndex]) -> Recommendation:
@@ -128,29 +184,66 @@ def _ranked(case: RankedUseCase, indexes: list[RunIndex]) -> Recommendation:
     groups: dict[tuple, list[Cand]] = {}
     for i, r in cands:
         wk = workload_key(r)
-        groups.setdefault(wk if case.group_batch else (*wk[:3], *wk[4:]), []).append((i, r))
+        gk = wk if case.group_batch else (*wk[:3], *wk[4:])
+        groups.setdefault((*gk, _scope(r) if case.scoped else None), []).append((i, r))
 
     def group_rank(item: tuple[tuple, list[Cand]]) -> tuple:
         rec = item[1][0][1]
         entrants = len({_entrant(i, r) for i, r in item[1]})
-        return (-entrants, run_shape(rec) != "640x640", row_sort(workload_key(rec)[:5]), run_shape(rec))
+        return (
+            -entrants,
+            run_shape(rec) != "640x640",
+            row_sort(workload_key(rec)[:5]),
+            run_shape(rec),
+            str(item[0][-1]),
+        )
 
-    _, members = min(groups.items(), key=group_rank)
+    gkey, members = min(groups.items(), key=group_rank)
     sign = -1.0 if case.higher_is_better else 1.0
     best: dict[tuple, Cand] = {}
     for i, r in sorted(members, key=lambda c: (sign * (value(c[1]) or 0.0), str(c[1].get("cell_id")))):
         best.setdefault(_entrant(i, r), (i, r))
     ranked = list(best.values())
-    winner = _pick(*ranked[0], indexes, case.numbers(ranked[0][1]))
-    runner = _pick(*ranked[1], indexes, case.numbers(ranked[1][1])) if len(ranked) > 1 else None
     workload = _workload_label(ranked[0][1])
     if not case.group_batch:
         workload = workload.replace(f" · b{ranked[0][1].get('batch')} ·", " · any batch ·")
-    return Recommendation(key, title, criterion, winner, runner, workload)
+    if case.scoped:
+        workload += f" · timing scope {_scope(ranked[0][1])}"
+    aside = _set_aside(groups, gkey, case) if case.scoped else None
+    tied, why = split_ties(ranked, case.interval)
+    if len(tied) > 1:
+        picks = tuple(_pick(i, r, indexes, case.numbers(r)) for i, r in tied)
+        return Recommendation(
+            key, title, criterion, workload=workload, tied=picks, tie_reason=why, set_aside=aside
+        )
+    winner = _pick(*ranked[0], indexes, case.numbers(ranked[0][1]))
+    runner = _pick(*ranked[1], indexes, case.numbers(ranked[1][1])) if len(ranked) > 1 else None
+    return Recommendation(key, title, criterion, winner, runner, workload, set_aside=aside)
+
+
+def _set_aside(groups: dict[tuple, list[Cand]], chosen: tuple, case: RankedUseCase) -> str | None:
+    """Cells of the chosen workload timed over another scope: named, never ranked with the others."""
+    others = [
+        (i, r)
+        for gk, members in groups.items()
+        if gk[:-1] == chosen[:-1] and gk != chosen
+        for i, r in members
+    ]
+    if not others:
+        return None
+    said = ", ".join(sorted({f"{r.get('backend')} ({_scope(r)})" for _, r in others}))
+    return f"not ranked with these, timed over another scope: {said}"
+
+
+def _ci_text(rec: dict) -> str:
+    ci = latency_interval(rec)
+    if ci is None:
+        return " (no interval: too few rounds)"
+    return f" (95% CI {fmt_num(ci.lo)}-{fmt_num(ci.hi)})"
 
 
 def _latency_numbers(rec: dict) -> str:
-    return f"p50 {_ms(rec)}, p99 {_ms(rec, 'latency_ms.p99')}, timing scope {_scope(rec)}"
+    return f"p50 {_ms(rec)}{_ci_text(rec)}, p99 {_ms(rec, 'latency_ms.p99')}, timing scope {_scope(rec)}"
 
 
 def _scope(rec: dict) -> str:
@@ -189,16 +282,17 @@ def _export_numbers(rec: dict) -> str:
     return ", ".join(parts) or "exported (no op counts recorded)"
 
 
-def _delegated_fraction(rec: dict) -> float:
-    """Share of operators delegated; -1 (ranked last) when the record has no op counts."""
+def _delegated_fraction(rec: dict) -> float | None:
+    """Share of operators delegated; None (not ranked: unknown is not "none delegated") without op counts."""
     d, f = number(rec, "ops.delegated"), number(rec, "ops.fallback")
     if d is None or f is None or d + f <= 0:
-        return -1.0
+        return None
     return d / (d + f)
 
 
-def _dynamic_score(idx: RunIndex, recs: list[dict]) -> tuple[float, dict, str] | None:
-    """Worst p50 over one backend's sweep of a dynamic artifact, or None when a swept shape failed unremedied.
+def _dynamic_score(idx: RunIndex, recs: list[dict]) -> tuple[float, dict, str, dict] | None:
+    """Worst p50 over one backend's sweep of a dynamic artifact, or None when a swept shape failed unremedied:
+    (p50, the sweep record, the text, the record timed there: the sweep record or its remedy).
 
     A shape that failed but has a remedy that ran ok (letterbox padding for a size that is not a multiple of 32)
     counts with the remedy's p50; an artifact that needed a remedy (32*Dim) says so.
@@ -206,19 +300,19 @@ def _dynamic_score(idx: RunIndex, recs: list[dict]) -> tuple[float, dict, str] |
     sweep = [r for r in recs if r.get("height") and r.get("status") != "skipped"]
     if not sweep:
         return None  # the probe never got to a shape: its export failed, or nothing was swept
-    timed: list[tuple[float, dict, str]] = []
+    timed: list[tuple[float, dict, str, dict]] = []
     for r in sweep:
         used = r if r.get("status") == "ok" else idx.working_remedy(r)
         p50 = number(used, "latency_ms.p50") if used else None
         if p50 is None:
             return None
         via = f" via {used.get('remedy')}" if used is not r else ""
-        timed.append((p50, r, f"{run_shape(r)}{via}"))
+        timed.append((p50, r, f"{run_shape(r)}{via}", used))
     worst = max(timed, key=lambda t: t[0])
     artifact = {str(r.get("remedy")) for r in sweep if r.get("remedy")}
     note = f"; artifact exported via {', '.join(sorted(artifact))}" if artifact else ""
     shapes = ", ".join(t[2] for t in sorted(timed, key=lambda t: t[1].get("height") or 0))
-    return worst[0], worst[1], f"worst p50 {fmt_num(worst[0])} ms over {shapes}{note}"
+    return worst[0], worst[1], f"worst p50 {fmt_num(worst[0])} ms over {shapes}{note}", worst[3]
 
 
 def dynamic_inputs(indexes: list[RunIndex]) -> Recommendation:
@@ -234,24 +328,63 @@ def dynamic_inputs(indexes: list[RunIndex]) -> Recommendation:
     for ekey, recs in entrants.items():
         score = _dynamic_score(indexes[ekey[0]], recs)
         if score is not None:
-            scored.append((score[0], ekey, score[1], score[2]))
+            scored.append((score[0], ekey, score[1], score[2], score[3]))
     if not scored:
         return Recommendation(key, title, criterion, none_reason=_pool_reason(pool, "dynamic-shape"))
     scored.sort(key=lambda s: (s[0], str(s[1])))
     rows = {s[1][1:6] for s in scored}
     best_row = min(rows, key=lambda rk: (-sum(1 for s in scored if s[1][1:6] == rk), row_sort(rk)))
     ranked = [s for s in scored if s[1][1:6] == best_row]
-    picks = [_pick(indexes[s[1][0]], s[2], indexes, s[3]) for s in ranked[:2]]
+    workload = row_label(best_row) + " · dynamic"
+    # Ties on the worst shape's p50 interval: the record behind each entrant's score.
+    timed = [(indexes[s[1][0]], s[4]) for s in ranked]
+    tied, why = split_ties(timed, latency_interval)
+    picks = [_pick(indexes[s[1][0]], s[2], indexes, s[3]) for s in ranked]
+    if len(tied) > 1:
+        chosen = tuple(picks[n] for n, t in enumerate(timed) if any(t is c for c in tied))
+        return Recommendation(key, title, criterion, workload=workload, tied=chosen, tie_reason=why)
     runner = picks[1] if len(picks) > 1 else None
-    return Recommendation(key, title, criterion, picks[0], runner, row_label(best_row) + " · dynamic")
+    return Recommendation(key, title, criterion, picks[0], runner, workload)
+
+
+def clean_state(rec: dict) -> bool | None:
+    """Whether a cell ran the simplest way: ok, no remedy, no fallback operator, the requested precision executed.
+
+    None when that cannot be told (the backend does not report its fallback operators or the precision it ran):
+    unknown is not clean, and not unclean either.
+    """
+    if rec.get("status") != "ok" or rec.get("remedy"):
+        return False
+    fallback, executed = number(rec, "ops.fallback"), rec.get("precision_executed")
+    if (fallback is not None and fallback > 0) or (executed and executed != rec.get("precision_requested")):
+        return False
+    if fallback is None or not executed:
+        return None
+    return True
+
+
+def _unknowns(recs: list[dict]) -> str:
+    what = set()
+    for r in recs:
+        if clean_state(r) is None:
+            if number(r, "ops.fallback") is None:
+                what.add("operator fallback")
+            if not r.get("precision_executed"):
+                what.add("executed precision")
+    return " and ".join(sorted(what))
 
 
 def simplest(indexes: list[RunIndex]) -> Recommendation:
-    """The backend that ran ok in most of its cells with no remedy, no operator fallback, precision as requested."""
+    """The backend that ran ok in most of its cells with no remedy, no operator fallback, precision as requested.
+
+    A backend's share of clean cells is a range while some of its cells cannot be told (no fallback count, no
+    executed precision): from the cells known clean to those that might be. A winner is named only when its
+    lowest share beats every other backend's highest; otherwise the backends that could be first are tied.
+    """
     key, title = "simplest", "Simplest deployment (no remedy needed)"
     criterion = (
         "share of the backend's cells that ran ok with no remedy, no operator fallback and the requested "
-        "precision; ties by best p50"
+        "precision (a cell that does not report these is unknown, not clean); ties by best p50"
     )
     stats: dict[tuple, list[dict]] = {}
     for i in indexes:
@@ -259,41 +392,47 @@ def simplest(indexes: list[RunIndex]) -> Recommendation:
             if r.get("status") not in ("skipped", "exported"):
                 stats.setdefault((i.position, r.get("device"), r.get("backend")), []).append(r)
 
-    def clean(r: dict) -> bool:
-        executed = r.get("precision_executed")
-        return (
-            r.get("status") == "ok"
-            and not r.get("remedy")
-            and not number(r, "ops.fallback")
-            and (not executed or executed == r.get("precision_requested"))
-        )
-
     scored = []
     for ekey, recs in stats.items():
-        good = [r for r in recs if clean(r)]
-        if not good:
+        states = [clean_state(r) for r in recs]
+        known, unknown = states.count(True), states.count(None)
+        if known + unknown == 0:
             continue
-        best = min(good, key=lambda r: number(r, "latency_ms.p50") or float("inf"))
-        numbers = f"clean in {len(good)} of {len(recs)} cells run" + (
-            f"; best p50 {_ms(best)} ({_workload_label(best)})"
-            if number(best, "latency_ms.p50") is not None
-            else ""
-        )
-        scored.append(
-            (
-                -len(good) / len(recs),
-                -len(good),
-                number(best, "latency_ms.p50") or float("inf"),
-                ekey,
-                best,
-                numbers,
-            )
-        )
+        maybe = [r for r, st in zip(recs, states, strict=True) if st is not False]
+        best = min(maybe, key=lambda r: number(r, "latency_ms.p50") or float("inf"))
+        numbers = f"clean in {known} of {len(recs)} cells run"
+        if unknown:
+            numbers += f", unknown in {unknown} ({_unknowns(recs)} not reported)"
+        if number(best, "latency_ms.p50") is not None:
+            numbers += f"; best p50 {_ms(best)} ({_workload_label(best)})"
+        lo, hi = known / len(recs), (known + unknown) / len(recs)
+        scored.append((lo, hi, number(best, "latency_ms.p50") or float("inf"), ekey, best, numbers, recs))
     if not scored:
         pool = [(i, r) for i in indexes for r in i.cells if r.get("status") != "skipped"]
         return Recommendation(key, title, criterion, none_reason=_pool_reason(pool, "measured"))
-    scored.sort(key=lambda s: (*s[:3], str(s[3])))
-    picks = [_pick(indexes[s[3][0]], s[4], indexes, s[5]) for s in scored[:2]]
+    scored.sort(key=lambda s: (-s[0], -s[1], s[2], str(s[3])))
+    top = scored[0]
+    exact = top[0] == top[1]
+    # Could another backend be first once its unknowns are known? (Equal known shares fall to the p50, as ever.)
+    rivals = [s for s in scored[1:] if s[1] > top[0] or (s[1] == top[0] and not (exact and s[0] == s[1]))]
+    picks = [_pick(indexes[s[3][0]], s[4], indexes, s[5]) for s in scored]
+    if rivals:
+        tied = [top, *rivals]
+        why = "which is simplest depends on what is not recorded: " + "; ".join(
+            f"{s[3][2]}: {_unknowns(s[6]) or 'nothing unknown'}" for s in tied if _unknowns(s[6])
+        )
+        order = [scored.index(s) for s in tied]
+        return Recommendation(
+            key,
+            title,
+            criterion,
+            workload="all cells run",
+            tied=tuple(picks[n] for n in order),
+            tie_reason=why,
+        )
+    if top[0] == 0:  # the only backend left might be clean, but no cell of it is known to be
+        why = f"no cell is known to have run clean: {top[3][2]}: {top[5]}"
+        return Recommendation(key, title, criterion, none_reason=why)
     return Recommendation(
         key, title, criterion, picks[0], picks[1] if len(picks) > 1 else None, "all cells run"
     )
@@ -315,17 +454,17 @@ USE_CASES = {
     "gpu-latency": RankedUseCase(
         "gpu-latency", "Lowest-latency batch-1 GPU server", "lowest p50 at batch 1 on a GPU device",
         lambda r: _is_gpu(r) and _runnable(r), _ok_b1, _metric("latency_ms.p50"), False, "GPU", "p50",
-        _latency_numbers,
+        _latency_numbers, scoped=True, interval=latency_interval,
     ),
     "gpu-throughput": RankedUseCase(
         "gpu-throughput", "Highest-throughput GPU", "highest images/s on a GPU device, any batch",
         lambda r: _is_gpu(r) and _runnable(r), lambda r: r.get("status") == "ok", _metric("throughput_ips"), True,
-        "GPU", "throughput", _throughput_numbers, group_batch=False,
+        "GPU", "throughput", _throughput_numbers, group_batch=False, scoped=True, interval=throughput_interval,
     ),
     "cpu-edge": RankedUseCase(
         "cpu-edge", "CPU-only edge", "lowest p50 at batch 1 on the CPU",
         lambda r: not _is_gpu(r) and _runnable(r), _ok_b1, _metric("latency_ms.p50"), False, "CPU", "p50",
-        _latency_numbers,
+        _latency_numbers, scoped=True, interval=latency_interval,
     ),
     "mobile-embedded": RankedUseCase(
         "mobile-embedded", "Mobile and embedded targets (export-only)",

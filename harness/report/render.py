@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from harness.report.claims import evaluate
 from harness.report.fmt import Notes
@@ -20,6 +21,7 @@ from harness.report.header import report_id, run_header
 from harness.report.index import RunIndex, index_runs
 from harness.report.load import load_runs
 from harness.report.matrix import build_matrices
+from harness.report.parity_table import parity_rows
 from harness.report.plots import all_plots
 from harness.report.recommend import recommendations
 from harness.report.summary import summary_json, summary_md
@@ -32,6 +34,23 @@ TEMPLATES = Path(__file__).with_name("templates")
 OUTPUT_FILES = ("index.html", "summary.json", "summary.md")
 
 
+#: the most characters of one value the page shows (a reason, a failure message, a title); the rest is in the log
+TEXT_LIMIT = 4000
+
+
+def clip_text(value: Any) -> Any:
+    """Jinja's `finalize`: every string a template prints is cut to TEXT_LIMIT characters with a note, so a
+    record's 200 MB `reason` cannot become a 200 MB page. Markup the harness made itself (the plots' SVG, marked
+    safe) is left whole."""
+    if isinstance(value, Markup) or not isinstance(value, str) or len(value) <= TEXT_LIMIT:
+        return value
+    return (
+        value[:TEXT_LIMIT]
+        + f" … [{len(value) - TEXT_LIMIT} more characters: the full text is in the cell log "
+        "and its record in cells.jsonl]"
+    )
+
+
 def _environment() -> Environment:
     return Environment(
         loader=FileSystemLoader(str(TEMPLATES)),
@@ -39,23 +58,28 @@ def _environment() -> Environment:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=clip_text,
     )
 
 
 class LogLinks:
-    """Relative links from the report directory to each record's log (reports/latest/ has the same depth)."""
+    """Relative links from the report directory to each record's log (reports/latest/ has the same depth).
+
+    Only a file inside the run directory it was recorded in (or, for a merged run, the machine's source run
+    directory) is linked: a record's `log` is text from a file, and `../../../../etc/passwd` must stay text."""
 
     def __init__(self, report_dir: Path) -> None:
         self.report_dir = report_dir.resolve()
 
     def __call__(self, idx: RunIndex, rec: dict) -> str | None:
         rel = rec.get("log")
-        if not rel:
+        if not rel or not isinstance(rel, str):
             return None
         # A merged results dir keeps each record's log path relative to the machine's source run dir.
         for root in idx.run.log_roots or (idx.run.path,):
-            target = (root / str(rel)).resolve()
-            if target.is_file():
+            root = Path(root).resolve()
+            target = (root / rel).resolve()  # resolves `..` and symbolic links before the containment check
+            if target.is_relative_to(root) and target != root and target.is_file():
                 return Path(os.path.relpath(target, self.report_dir)).as_posix()
         return None
 
@@ -79,6 +103,7 @@ def build_content(indexes: list[RunIndex], report_dir: Path, history: dict | Non
         "claims": evaluate(indexes),
         "regressions": regressions(history),
         "failures": failures(indexes, href),
+        "parity": parity_rows(indexes, href),
         "notes": notes,
     }
 

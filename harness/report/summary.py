@@ -50,6 +50,7 @@ def summary_json(content: dict[str, Any], indexes: list[RunIndex]) -> str:
                 "machine": h.machine,
                 "weights": h.weights,
                 "random_init": h.random_init,
+                "synthetic": h.synthetic,
             }
             for h in content["headers"]
         ],
@@ -78,6 +79,8 @@ def summary_md(content: dict[str, Any]) -> str:
         lines.append(
             f"- run {md(h.run_id)} ({md(h.started_at)}, commit {md(h.git_commit)}) on {md(h.machine)}"
         )
+        if h.synthetic:
+            lines.append("  - **synthetic data**: generated figures, not measurements of any machine")
         if h.random_init:
             lines.append(
                 "  - **weights are random-init**: accuracy is meaningless; latency and compatibility hold"
@@ -93,6 +96,12 @@ def summary_md(content: dict[str, Any]) -> str:
         lines += ["", "Failures by class: " + ", ".join(f"{md(k)} {n}" for k, n in classes.items())]
     lines += ["", "## Recommendations", ""]
     for r in content["recommendations"]:
+        if r.tied:
+            names = ", ".join(
+                f"{md(t.backend)}/{md(t.device)} on {md(t.machine)} ({md(t.numbers)})" for t in r.tied
+            )
+            lines.append(f"- **{md(r.title)}**: tied, no winner ({md(r.tie_reason)}): {names}")
+            continue
         if r.winner is None:
             lines.append(f"- **{md(r.title)}**: {md(r.none_reason)}")
             continue
@@ -108,7 +117,9 @@ def summary_md(content: dict[str, Any]) -> str:
     lines += ["", "## Claims check", "", ", ".join(f"{n} {v}" for v, n in sorted(counts.items())), ""]
     lines += ["| claim | seed | verdict |", "|---|---|---|"]
     lines += [
-        f"| {md(c.claim)} | {md(c.seed)} | {md(c.verdict)} |" for c in claims if c.verdict != "not measurable"
+        f"| {md(c.claim)} | {md(c.seed)} | {md(c.verdict)} |"
+        for c in claims
+        if c.verdict not in ("not measurable", "not comparable here", "untestable")
     ]
     regs = content["regressions"]
     if regs:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
-import harness  # noqa: F401  (sets the ultralytics offline environment before it is imported)
+import harness  # (sets the ultralytics offline environment and its safe-load switch before it is imported)
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +24,10 @@ FILE_SUFFIX = {"detect": "", "seg": "-seg", "pose": "-pose", "obb": "-obb", "cls
 
 
 class WeightsError(ValueError):
-    """A weights file that is missing or unreadable; the message is one line for the user."""
+    """A weights file that is missing, unreadable, not a checkpoint or unsafe to load; one line for the user."""
+
+
+UNSAFE_OPTION = "--allow-unsafe-weights"
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,8 @@ def materialize(src: ModelSource, cache_dir: Path) -> Materialized:
         torch.manual_seed(src.seed)
         yolo = YOLO(f"{src.stem}.yaml", task=ULTRALYTICS_TASK[src.task])
         calibrate_batchnorm(yolo.model)
-        tmp = ckpt.with_suffix(".tmp")
+        # a temp name per process: runs sharing a cache may build the same checkpoint at once
+        tmp = ckpt.with_name(f".{ckpt.name}.{os.getpid()}.tmp")
         torch.save({"model": yolo.model, "train_args": {"task": ULTRALYTICS_TASK[src.task]}}, tmp)
         tmp.replace(ckpt)
         log.info("built %s with random init (seed %d) -> %s", src.stem, src.seed, ckpt)
@@ -118,14 +124,112 @@ def calibrate_batchnorm(model) -> None:
     model.eval()
 
 
+# ---- loading checkpoints safely ------------------------------------------------------------------------------
+# A .pt file is a pickle: unpickling it in full runs whatever callables it names. Checkpoints are loaded through
+# ultralytics' safe path (torch.load(weights_only=True) plus an allow-list of torch and ultralytics model classes)
+# unless --allow-unsafe-weights was given; the pre-check (check_checkpoint) refuses a file that needs more before
+# any work, and load_yolo refuses it again wherever it is loaded (the export workers, torch backends, references).
+
+
+def unsafe_weights_allowed() -> bool:
+    """Whether this run allows full unpickling (--allow-unsafe-weights, inherited by the worker processes)."""
+    return os.environ.get(harness.ALLOW_UNSAFE_WEIGHTS_ENV) == "1"
+
+
+def allow_unsafe_weights() -> None:
+    """--allow-unsafe-weights: checkpoints may be unpickled in full, in this process and its workers."""
+    os.environ[harness.ALLOW_UNSAFE_WEIGHTS_ENV] = "1"
+    os.environ["ULTRALYTICS_SAFE_LOAD"] = "0"
+
+
+def _apply_load_policy() -> None:
+    """Set ultralytics' loader to this run's policy. It reads ULTRALYTICS_SAFE_LOAD once, at its import, so a
+    process that imported ultralytics before harness set the variable would otherwise keep its own value."""
+    from ultralytics.nn import tasks
+
+    safe = not unsafe_weights_allowed()
+    if not hasattr(tasks, "SAFE_LOAD"):
+        if safe:
+            raise WeightsError(
+                "this ultralytics version has no safe checkpoint loading (ULTRALYTICS_SAFE_LOAD); upgrade "
+                f"ultralytics, or pass {UNSAFE_OPTION} if you trust the weights files"
+            )
+        return
+    tasks.SAFE_LOAD = safe
+
+
+def _refused_by_weights_only(exc: BaseException) -> bool:
+    """Whether `exc` (or an exception it was raised from) is torch's weights-only unpickler refusing a global."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, pickle.UnpicklingError):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _archive_globals(path: Path) -> list[str]:
+    """The globals the checkpoint's pickle names beyond torch's weights-only allow-list, read from its opcodes
+    (nothing is executed); WeightsError when `path` is not a torch.save archive."""
+    import torch
+
+    try:
+        return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
+    except Exception as e:
+        detail = " ".join(str(e).split())[:200]
+        raise WeightsError(
+            f"weights file {path} is not a PyTorch checkpoint (torch.save archive): {detail}"
+        ) from None
+
+
+def _unsafe_message(path: Path) -> str:
+    # After the refused safe load, the names ultralytics allow-listed are registered: what is left is refused.
+    refused = _archive_globals(path)
+    names = f" ({', '.join(refused[:5])}{', ...' if len(refused) > 5 else ''})" if refused else ""
+    return (
+        f"weights file {path} needs full unpickling{names}, which can run code: refused "
+        f"(pass {UNSAFE_OPTION} only for a file you trust)"
+    )
+
+
+def check_checkpoint(path: Path, allow_unsafe: bool | None = None) -> None:
+    """Raise WeightsError (one line) unless `path` is a torch.save archive that loads as an ultralytics
+    checkpoint; with unsafe loading not allowed it is loaded here, safely, so nothing in it runs."""
+    path = Path(path)
+    allow_unsafe = unsafe_weights_allowed() if allow_unsafe is None else allow_unsafe
+    _archive_globals(path)
+    if allow_unsafe:
+        return  # loaded in full where it is used, as the user allowed; nothing is unpickled before then
+    from ultralytics.nn.tasks import torch_safe_load
+
+    _apply_load_policy()
+    try:
+        ckpt, _ = torch_safe_load(str(path), safe_only=True)
+    except Exception as e:
+        if _refused_by_weights_only(e):
+            raise WeightsError(_unsafe_message(path)) from None
+        detail = " ".join(str(e).split())[:200]
+        raise WeightsError(f"weights file {path} is not a loadable checkpoint: {detail}") from None
+    if not isinstance(ckpt, dict) or (ckpt.get("ema") is None and ckpt.get("model") is None):
+        raise WeightsError(
+            f"weights file {path} is a PyTorch file but not an ultralytics checkpoint (no model)"
+        )
+
+
 def load_yolo(checkpoint: Path):
-    """Load an ultralytics YOLO object from a local checkpoint (never a hub name)."""
+    """Load an ultralytics YOLO object from a local checkpoint (never a hub name), safely unless allowed."""
     from ultralytics import YOLO
 
     checkpoint = Path(checkpoint)
     if not checkpoint.is_file():
         raise WeightsError(f"checkpoint {checkpoint} not found")
-    return YOLO(str(checkpoint))
+    _apply_load_policy()
+    try:
+        return YOLO(str(checkpoint))
+    except Exception as e:
+        if not unsafe_weights_allowed() and _refused_by_weights_only(e):
+            raise WeightsError(_unsafe_message(checkpoint)) from None
+        raise
 
 
 def prepared_model(

@@ -1,0 +1,138 @@
+"""The suite's options, validated before any work starts.
+
+Each check raises SelectionError or WeightsError with one line for the user; the plugin turns it into pytest's
+usage error (one `ERROR:` line, exit status 4), before any results directory, export or record exists.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core import axes, run_id, threads
+from harness.core.axes import SelectionError
+from harness.plan.matrix import PlannedCell, Selection, validate_backends
+from harness.yolo.models import ModelSource, WeightsError, check_checkpoint
+
+DEFAULT_RESULTS_DIR = "results"
+DEFAULT_REPORTS_DIR = "reports"
+#: the random-init seed seeds torch's generator; kept to numpy's range so any seeding library accepts it
+MAX_SEED = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class NumberRule:
+    """A numeric option's valid range: above (or at least) `low`, at most `high`; never NaN or infinite."""
+
+    name: str
+    low: float
+    strict: bool  # value must be > low (else >= low)
+    high: float | None = None
+
+    def check(self, value: float | None) -> None:
+        if value is None:
+            return
+        above = value > self.low if self.strict else value >= self.low
+        if not math.isfinite(value) or not above or (self.high is not None and value > self.high):
+            want = f"{'>' if self.strict else '>='} {_number(self.low)}"
+            if self.high is not None:
+                want += f" and <= {_number(self.high)}"
+            raise SelectionError(f"--{self.name.replace('_', '-')}: {value} is out of range (must be {want})")
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+NUMBER_RULES = (
+    NumberRule("export_timeout", 0, strict=True),
+    NumberRule("export_memory_gb", 0, strict=True),
+    NumberRule("min_time", 0, strict=True),
+    NumberRule("warmup", 0, strict=False),
+    NumberRule("rounds", 1, strict=False),
+    NumberRule("seed", 0, strict=False, high=MAX_SEED),
+)
+
+
+def check_numbers(opt) -> None:
+    """Range-check every numeric option (`opt` is config.getoption)."""
+    for rule in NUMBER_RULES:
+        rule.check(opt(rule.name))
+
+
+def selection(opt, backend_names: tuple[str, ...], devices: tuple[str, ...]) -> Selection:
+    """The axes the command line selects; shapes and batches bounded unless --force-shapes."""
+    backends = axes.parse_list(opt("backends"), backend_names, "backends")
+    validate_backends(backends)
+    force = bool(opt("force_shapes"))
+    return Selection(
+        sizes=axes.parse_list(opt("sizes"), axes.SIZES, "sizes"),
+        tasks=axes.parse_list(opt("tasks"), axes.TASKS, "tasks"),
+        heads=axes.parse_list(opt("heads"), axes.HEADS, "heads"),
+        backends=backends,
+        devices=axes.parse_list(opt("devices"), devices, "devices"),
+        shapes=axes.parse_shapes(opt("shapes"), force=force),
+        batches=axes.parse_batches(opt("batches"), force=force),
+        precisions=axes.parse_list(opt("precisions"), axes.PRECISIONS, "precisions"),
+    )
+
+
+def thread_budget(opt) -> tuple[int, str]:
+    """--threads (validated), or the machine's physical cores; with where the number came from."""
+    if opt("threads") is None:
+        return threads.physical_cores(), threads.DEFAULT_SOURCE
+    try:
+        return threads.parse(opt("threads")), "--threads"
+    except ValueError as e:
+        raise SelectionError(str(e)) from None
+
+
+def the_run_id(opt) -> str:
+    """--run-id, which must be a safe directory name, or the default (timestamp and host)."""
+    text = opt("run_id")
+    if text is None:
+        return run_id.default()
+    try:
+        return run_id.check(text)
+    except run_id.RunIdError as e:
+        raise SelectionError(str(e)) from None
+
+
+def reports_dir(opt, results_dir: Path) -> Path:
+    """--reports-dir; by default `reports/` beside the default results dir, else <results-dir>/reports."""
+    if opt("reports_dir"):
+        return Path(opt("reports_dir"))
+    if Path(opt("results_dir")) == Path(DEFAULT_RESULTS_DIR):
+        return Path(DEFAULT_REPORTS_DIR)
+    return results_dir / DEFAULT_REPORTS_DIR
+
+
+def check_writable(path: Path, option: str) -> None:
+    """`path` exists as a writable directory, or can be created: its nearest existing ancestor is one."""
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise SelectionError(f"{option} {path}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise SelectionError(f"{option} {path} is not writable")
+
+
+def weights_dir(opt) -> Path | None:
+    path = Path(opt("weights_dir")) if opt("weights_dir") else None
+    if path is not None and not path.is_dir():
+        raise WeightsError(f"--weights-dir {path} is not a directory")
+    return path
+
+
+def check_weights(planned: list[PlannedCell], weights: Path | None, allow_unsafe: bool) -> None:
+    """Every weights file this run needs exists, is readable and loads as an ultralytics checkpoint (safely,
+    unless --allow-unsafe-weights) before any work."""
+    if weights is None:
+        return
+    for size, task in sorted({(p.cell.size, p.cell.task) for p in planned if not p.excluded}):
+        src = ModelSource(size, task, weights)
+        src.check()
+        check_checkpoint(src.weights_file(), allow_unsafe=allow_unsafe)

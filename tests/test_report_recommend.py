@@ -1,0 +1,189 @@
+"""Recommendations on hand-made records: one timing scope and one workload, ties from the p50 intervals, unknown
+operator fallback treated as unknown. Each case has its opposite, where the verdict must come out the other way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.core.record import Latency, new_record
+from harness.core.results_dir import Run
+from harness.report.index import index_runs
+from harness.report.recommend import USE_CASES, _ranked, clean_state, dynamic_inputs, simplest, split_ties
+
+XNN_OPS = {"delegated": 500, "fallback": 0, "fallback_ops": []}
+
+
+def rounds(center: float, n: int = 25, spread: float = 0.01) -> list[float]:
+    """n rounds within +-spread of center, spread evenly (a steady cell)."""
+    return [round(center * (1 + spread * (2 * k / (n - 1) - 1)), 5) for k in range(n)]
+
+
+def rec(
+    backend: str,
+    center: float | None = 10.0,
+    *,
+    device: str = "cpu",
+    n: int = 25,
+    spread: float = 0.01,
+    scope: str = "model",
+    status: str = "ok",
+    batch: int = 1,
+    size: str = "n",
+    **extra,
+) -> dict:
+    r = new_record("t", Cell(size, "detect", "e2e", backend, device, Shape(640, 640), batch), "random-init:0")
+    r["status"] = status
+    if status == "ok" and center is not None:
+        samples = rounds(center, n, spread)
+        r["samples_ms"] = samples
+        r["latency_ms"] = Latency.from_samples(samples, scope).to_dict()
+        r["throughput_ips"] = batch * 1000.0 / r["latency_ms"]["p50"]
+        r["precision_executed"] = "fp32"
+    r.update(extra)
+    return r
+
+
+def indexes(*records: dict):
+    return index_runs([Run(Path("/x"), "t", {"host": {"cpu_model": "Intel(R) Xeon(R)"}}, list(records))])
+
+
+def cpu_edge(*records: dict):
+    return _ranked(USE_CASES["cpu-edge"], indexes(*records))
+
+
+def test_separated_intervals_name_a_winner_and_a_runner_up():
+    result = cpu_edge(rec("openvino", 10.0), rec("onnxruntime", 12.0), rec("torch-eager", 30.0))
+    assert result.winner.backend == "openvino" and result.runner_up.backend == "onnxruntime"
+    assert result.tied == () and "95% CI" in result.winner.numbers
+
+
+def test_overlapping_intervals_are_a_tie_not_a_winner():
+    result = cpu_edge(rec("openvino", 10.0), rec("onnxruntime", 10.05), rec("torch-eager", 30.0))
+    assert result.winner is None and result.runner_up is None
+    assert [p.backend for p in result.tied] == ["openvino", "onnxruntime"]  # torch-eager is not in the tie
+    assert "overlap" in result.tie_reason
+    assert result.as_dict()["tied"][0]["backend"] == "openvino"
+
+
+def test_too_few_rounds_for_an_interval_cannot_win():
+    result = cpu_edge(rec("openvino", 10.0, n=5), rec("onnxruntime", 12.0, n=5))
+    assert result.winner is None and len(result.tied) == 2 and "6 timed rounds" in result.tie_reason
+    # the same figures with enough rounds separate
+    assert cpu_edge(rec("openvino", 10.0, n=6), rec("onnxruntime", 12.0, n=6)).winner.backend == "openvino"
+
+
+def test_split_ties_directly():
+    cands = [(None, rec("a", 10.0)), (None, rec("b", 10.02)), (None, rec("c", 11.0))]
+    tied, why = split_ties(cands, lambda r: None if r["backend"] == "x" else _ci(r))
+    assert [r["backend"] for _, r in tied] == ["a", "b"] and why
+    alone, why = split_ties(cands[:1], _ci)
+    assert len(alone) == 1 and why is None
+
+
+def _ci(r: dict):
+    from harness.history.stats import p50_interval
+
+    return p50_interval(r["samples_ms"])
+
+
+def test_latency_is_ranked_within_one_timing_scope():
+    """A `model+h2d+d2h` p50 is not ranked against `model` ones: the larger group is compared, the other named."""
+    records = [
+        rec("tensorrt", 1.0, device="cuda"),
+        rec("torch-eager", 9.0, device="cuda"),
+        rec("torch-compile", 3.0, device="cuda"),
+        rec("executorch-cuda", 0.5, device="cuda", scope="model+h2d+d2h"),
+    ]
+    result = _ranked(USE_CASES["gpu-latency"], indexes(*records))
+    assert result.winner.backend == "tensorrt" and result.runner_up.backend == "torch-compile"
+    assert "timing scope model" in result.workload
+    assert "executorch-cuda (model+h2d+d2h)" in result.set_aside
+    # the same cell timed over the same scope competes, and wins
+    same = [*records[:3], rec("executorch-cuda", 0.5, device="cuda")]
+    assert _ranked(USE_CASES["gpu-latency"], indexes(*same)).winner.backend == "executorch-cuda"
+
+
+def test_throughput_ties_follow_the_latency_intervals():
+    a = rec("tensorrt", 4.0, device="cuda", batch=8)
+    b = rec("onnxruntime", 4.01, device="cuda", batch=8)
+    assert len(_ranked(USE_CASES["gpu-throughput"], indexes(a, b)).tied) == 2
+    c = rec("onnxruntime", 8.0, device="cuda", batch=8)
+    assert _ranked(USE_CASES["gpu-throughput"], indexes(a, c)).winner.backend == "tensorrt"
+
+
+def test_unknown_fallback_is_not_no_fallback():
+    assert clean_state(rec("onnxruntime")) is None  # ops not reported
+    assert clean_state(rec("executorch-xnnpack", ops=XNN_OPS)) is True
+    assert clean_state(rec("executorch-xnnpack", ops={"delegated": 300, "fallback": 3})) is False
+    assert clean_state(rec("executorch-xnnpack", ops=XNN_OPS, precision_executed="fp16")) is False
+    assert clean_state(rec("executorch-xnnpack", status="run_failed")) is False
+
+
+def test_the_backend_that_reports_its_fallbacks_can_win():
+    """xnnpack reports zero fallback in both its cells; onnxruntime reports nothing and failed one cell: whatever its
+    unknowns are, it cannot reach xnnpack's share."""
+    xnn = [
+        rec("executorch-xnnpack", 20.0, ops=XNN_OPS),
+        rec("executorch-xnnpack", 60.0, size="s", ops=XNN_OPS),
+    ]
+    ort = [rec("onnxruntime", 15.0), rec("onnxruntime", None, size="s", status="run_failed")]
+    result = simplest(indexes(*xnn, *ort))
+    assert result.winner.backend == "executorch-xnnpack" and result.runner_up.backend == "onnxruntime"
+    assert "unknown in 1 (operator fallback not reported)" in result.runner_up.numbers
+
+
+def test_unknowns_that_could_change_the_order_are_a_tie():
+    """Both of onnxruntime's cells ran ok but it does not report fallback: it may be as clean as xnnpack, and faster,
+    so no winner is named (the old rule took unknown as "no fallback" and named onnxruntime)."""
+    xnn = [
+        rec("executorch-xnnpack", 20.0, ops=XNN_OPS),
+        rec("executorch-xnnpack", 60.0, size="s", ops=XNN_OPS),
+    ]
+    ort = [rec("onnxruntime", 15.0), rec("onnxruntime", 40.0, size="s")]
+    result = simplest(indexes(*xnn, *ort))
+    assert result.winner is None and {p.backend for p in result.tied} == {"executorch-xnnpack", "onnxruntime"}
+    assert "onnxruntime: operator fallback" in result.tie_reason
+    # xnnpack with fallback operators drops out; onnxruntime alone is not known to be clean: no winner either
+    dirty = [rec("executorch-xnnpack", 20.0, ops={"delegated": 300, "fallback": 3})]
+    alone = simplest(indexes(*dirty, *ort))
+    assert (
+        alone.winner is None and not alone.tied and "no cell is known to have run clean" in alone.none_reason
+    )
+
+
+def test_export_only_targets_without_counts_are_not_ranked():
+    known = rec(
+        "executorch-vulkan", None, device="vulkan", status="exported", ops={"delegated": 500, "fallback": 1}
+    )
+    unknown = rec("executorch-coreml", None, device="coreml", status="exported")
+    result = _ranked(USE_CASES["mobile-embedded"], indexes(known, unknown))
+    assert result.winner.backend == "executorch-vulkan" and result.runner_up is None
+    none = _ranked(USE_CASES["mobile-embedded"], indexes(unknown))
+    assert none.winner is None and "delegation count" in none.none_reason
+
+
+def _dyn(backend: str, h: int, center: float | None, device: str = "cpu", **extra) -> dict:
+    r = rec(backend, center, device=device, **extra)
+    cell = Cell("n", "detect", "e2e", backend, device, Shape(h, h, dynamic=True))
+    r.update(cell_id=cell.id, dynamic=True, height=h, width=h)
+    return r
+
+
+def test_dynamic_ties_use_the_record_timed_at_the_worst_shape():
+    """The worst shape of onnxruntime ran via its remedy: that record's rounds give the interval (the failed sweep
+    record has none), so well separated entrants are not called tied."""
+    odd = _dyn("onnxruntime", 650, None, status="run_failed")
+    fix = _dyn("onnxruntime", 672, 30.0)
+    fix.update(
+        cell_id=odd["cell_id"] + "+letterbox-pad-32", remedy="letterbox-pad-32", remedy_of=odd["cell_id"]
+    )
+    ort = [_dyn("onnxruntime", 320, 6.0), odd, fix]
+    ov = [_dyn("openvino", 320, 5.0), _dyn("openvino", 640, 20.0)]
+    result = dynamic_inputs(indexes(*ort, *ov))
+    assert result.winner.backend == "openvino" and result.runner_up.backend == "onnxruntime"
+    assert "via letterbox-pad-32" in result.runner_up.numbers
+    close = [_dyn("openvino", 320, 5.0), _dyn("openvino", 640, 30.02)]
+    tie = dynamic_inputs(indexes(*ort, *close))
+    assert tie.winner is None and {p.backend for p in tie.tied} == {"openvino", "onnxruntime"}
