@@ -59,6 +59,7 @@ def run_header(idx: RunIndex, indexes: list[RunIndex]) -> RunHeader:
         ("Python", str(run.env_value("host", "python"))),
         ("CPU", str(run.env_value("host", "cpu_model"))),
         ("CPU cores", cores),
+        ("CPU threads", _threads_line(run)),
         ("RAM", f"{run.env_value('host', 'ram_gb')} GB"),
     ]
     cuda = run.env.get("cuda")
@@ -87,6 +88,19 @@ def run_header(idx: RunIndex, indexes: list[RunIndex]) -> RunHeader:
         random_init=any(w.startswith("random-init") for w in weights),
         synthetic=is_synthetic(run.env, run.records),
     )
+
+
+def _threads_line(run) -> str:
+    """The run's thread budget (env.json) and what the runtimes of its cells reported they used."""
+    budget = run.env_value("threads", "budget")
+    source = run.env_value("threads", "source")
+    used = sorted({r["threads"] for r in run.records if isinstance(r.get("threads"), int)})
+    reported = (
+        f"; runtimes report {', '.join(map(str, used))}" if used else "; no runtime reported its threads"
+    )
+    if budget == UNKNOWN:
+        return f"budget not recorded ({source}){reported}" if source != UNKNOWN else "not recorded"
+    return f"budget {budget} ({source}){reported}"
 
 
 def _first_started(records: list[dict]) -> str:
