@@ -242,6 +242,19 @@ def _umask() -> int:
     return mask
 
 
+def unwritable_reason(path: Path) -> tuple[Path, str] | None:
+    """Why `path` cannot be written as a directory: (its nearest existing ancestor, "not a directory" or "not
+    writable"), or None when it exists as a writable directory or can be created."""
+    probe = Path(path)
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        return probe, "not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return probe, "not writable"
+    return None
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write a text file whole or not at all (see write_bytes_atomic)."""
     write_bytes_atomic(path, text.encode("utf-8"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from harness.core.results_dir import (
     MACHINES_KEY,
     SOURCE_RUN_FIELD,
     ImportRefused,
+    unwritable_reason,
     write_env,
     write_text_atomic,
 )
@@ -105,13 +105,9 @@ def _merged_cells(run_id: str, runs: list[RunData]) -> str:
 
 def _check_out_dir(out_dir: Path) -> None:
     """Refuse an output directory that cannot be written before the database is touched."""
-    probe = out_dir
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise ImportRefused(f"merge output {out_dir}: {probe} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ImportRefused(f"merge output {out_dir}: {probe} is not writable")
+    why = unwritable_reason(out_dir)
+    if why:
+        raise ImportRefused(f"merge output {out_dir}: {why[0]} is {why[1]}")
 
 
 def merge_runs(

@@ -7,12 +7,12 @@ usage error (one `ERROR:` line, exit status 4), before any results directory, ex
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import axes, run_id, threads
 from harness.core.axes import SelectionError
+from harness.core.results_dir import unwritable_reason
 from harness.plan.matrix import PlannedCell, Selection, validate_backends
 from harness.yolo.models import ModelSource, WeightsError, check_checkpoint
 
@@ -111,13 +111,11 @@ def reports_dir(opt, results_dir: Path) -> Path:
 
 def check_writable(path: Path, option: str) -> None:
     """`path` exists as a writable directory, or can be created: its nearest existing ancestor is one."""
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise SelectionError(f"{option} {path}: {probe} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
+    why = unwritable_reason(path)
+    if why and why[1] == "not writable":
         raise SelectionError(f"{option} {path} is not writable")
+    if why:
+        raise SelectionError(f"{option} {path}: {why[0]} is {why[1]}")
 
 
 def weights_dir(opt) -> Path | None:
