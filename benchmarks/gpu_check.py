@@ -370,7 +370,7 @@ def record_checks(row: Row, rec: dict, torch_allocator: bool) -> None:
         row.checks.append(f"VIOLATED: gpu_snapshot null ({nr.get('gpu_snapshot')})")
 
 
-def run_cells(gpu: Gpu, sizes: list[str], shape: int, out: Path, min_time: float) -> list[Row]:
+def run_cells(gpu: Gpu, sizes: list[str], shape: int, out: Path, max_time: float) -> list[Row]:
     from harness import backends
     from harness.execute.attempt import CellRunner, RunConfig
 
@@ -379,7 +379,7 @@ def run_cells(gpu: Gpu, sizes: list[str], shape: int, out: Path, min_time: float
             run_id=f"gpu-check-{time.strftime('%Y%m%dT%H%M%S')}",
             results_dir=out,
             cache_dir=out / "cache",
-            min_time_s=min_time,
+            max_time_s=max_time,
         ),
         progress=lambda m: print(f"  {m}", flush=True),
     )
@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         help="results, logs and export cache (default $OUT/gpu-check or results/gpu-check)",
     )
     ap.add_argument(
-        "--min-time", type=float, default=1.0, help="seconds of timed rounds per cell (default 1)"
+        "--max-time", type=float, default=1.0, help="seconds of timed rounds per cell at most (default 1)"
     )
     ap.add_argument("--self-check-only", action="store_true", help="skip the model cells")
     args = ap.parse_args(argv)
@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             try:
                 rows += run_cells(
-                    gpu, [s for s in args.sizes.split(",") if s], args.shape, args.out, args.min_time
+                    gpu, [s for s in args.sizes.split(",") if s], args.shape, args.out, args.max_time
                 )
             except Exception as e:  # report what ran; the traceback says where it stopped
                 traceback.print_exc()

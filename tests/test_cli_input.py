@@ -90,9 +90,10 @@ def test_suite_run_writes_records_env_and_summary(tmp_path, cache_dir):
         str(cache_dir),
         "--run-id",
         "e2e",
-        "--min-time",
+        "--max-time",
         "0.2",
         "--no-report",
+        f"--benchmark-json={tmp_path / 'bench.json'}",
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     recs = [json.loads(line) for line in (tmp_path / "e2e" / "cells.jsonl").read_text().splitlines()]
@@ -108,6 +109,24 @@ def test_suite_run_writes_records_env_and_summary(tmp_path, cache_dir):
     assert env["run_id"] == "e2e" and env["libraries"]["onnxruntime"]
     assert "yolo26-bench summary" in p.stdout and "2 ok, 2 skipped" in p.stdout
     assert "exporting (onnxruntime)" in p.stdout or "export cache hit" in p.stdout  # progress is shown
+    # the export phase ran ahead of timing, then the workload's two backends were timed together
+    assert p.stdout.index("export phase done") < p.stdout.index("timing 2 runner(s) interleaved")
+    ok = {r["backend"]: r for r in recs if r["status"] == "ok"}
+    assert ok["onnxruntime"]["paired"]["reference"] == ok["torch-eager"]["cell_id"]
+    assert ok["onnxruntime"]["timing"]["mode"] == "interleaved"
+    # pytest-benchmark's JSON holds exactly the rounds of each record
+    bench = {
+        b["extra_info"]["cell_id"]: b for b in json.loads((tmp_path / "bench.json").read_text())["benchmarks"]
+    }
+    for r in ok.values():
+        stats = bench[r["cell_id"]]["stats"]
+        assert stats["rounds"] == r["latency_ms"]["rounds"] == len(r["samples_ms"])
+        assert stats["median"] * 1000 == pytest.approx(r["latency_ms"]["p50"], rel=1e-3)
+        assert stats["min"] * 1000 == pytest.approx(r["latency_ms"]["min"], rel=1e-3)
+    # the drift canary: read around the workload, summarised in env.json
+    canary = env["canary"]
+    assert 0 < canary["min"] <= canary["median"] <= canary["max"] and len(canary["readings"]) >= 2
+    assert ok["onnxruntime"]["canary_ms"]["before"] > 0
 
 
 @pytest.mark.slow
@@ -130,7 +149,7 @@ def test_export_timeout_is_recorded_and_the_next_cell_still_runs(tmp_path, cache
         str(tmp_path / "fresh-cache"),
         "--run-id",
         "to",
-        "--min-time",
+        "--max-time",
         "0.2",
         "--no-report",
         "--no-history",

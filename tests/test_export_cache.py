@@ -38,7 +38,14 @@ CELL = Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(160, 160))
 
 def _runner(results: Path, cache: Path, run_id: str, messages: list | None = None, **kw) -> CellRunner:
     cfg = RunConfig(
-        run_id=run_id, results_dir=results, cache_dir=cache, min_time_s=0.1, warmup=1, rounds=3, **kw
+        run_id=run_id,
+        results_dir=results,
+        cache_dir=cache,
+        max_time_s=0.1,
+        block_s=0.02,
+        warmup=1,
+        rounds=3,
+        **kw,
     )
     return CellRunner(cfg, progress=(messages.append if messages is not None else lambda m: None))
 
@@ -201,7 +208,7 @@ from harness.execute.attempt import CellRunner, RunConfig
 
 results, cache, run_id, go = sys.argv[1:5]
 messages = []
-cfg = RunConfig(run_id=run_id, results_dir=Path(results), cache_dir=Path(cache), min_time_s=0.1, warmup=1,
+cfg = RunConfig(run_id=run_id, results_dir=Path(results), cache_dir=Path(cache), max_time_s=0.1, block_s=0.02, warmup=1,
                 rounds=3)
 runner = CellRunner(cfg, progress=messages.append)
 cell = Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(160, 160))

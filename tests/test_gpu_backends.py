@@ -414,7 +414,7 @@ def test_cudagraph_runner_reports_what_the_inner_runner_read():
 def cpu_runner(tmp_path_factory, cache_dir) -> CellRunner:
     out = tmp_path_factory.mktemp("gpu-backends-results")
     return CellRunner(
-        RunConfig(run_id="gpu-backends", results_dir=out, cache_dir=cache_dir, min_time_s=0.2),
+        RunConfig(run_id="gpu-backends", results_dir=out, cache_dir=cache_dir, max_time_s=0.2, block_s=0.02),
         progress=lambda m: None,
     )
 

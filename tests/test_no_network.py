@@ -129,7 +129,7 @@ def watched_run(tmp_path_factory):
         "cpu",
         "--shapes",
         "160",
-        "--min-time",
+        "--max-time",
         "0.2",
         "--results-dir",
         str(tmp / "results"),

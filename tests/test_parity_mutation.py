@@ -30,7 +30,9 @@ BREAKS = {"zero-scores": "unmatched_frac", "shift-classes": "class_agreement", "
 
 
 def _runner(results, cache_dir, run_id) -> CellRunner:
-    cfg = RunConfig(run_id=run_id, results_dir=results, cache_dir=cache_dir, min_time_s=0.1, warmup=1)
+    cfg = RunConfig(
+        run_id=run_id, results_dir=results, cache_dir=cache_dir, max_time_s=0.1, block_s=0.02, warmup=1
+    )
     return CellRunner(cfg, progress=lambda m: None)
 
 

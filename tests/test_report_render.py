@@ -350,7 +350,7 @@ def _row(doc: Node, table: str, cell_id: str, run_pos: int | None = None) -> dic
 
 
 def _num(td: Node) -> float:
-    return float(td.text().replace(",", "").rstrip("×"))
+    return float(td.text().split()[0].replace(",", "").rstrip("×"))
 
 
 def test_latency_table_shows_the_recorded_numbers(both):

@@ -20,16 +20,22 @@ CPU_BACKENDS = ("torch-eager", "onnxruntime", "openvino", "executorch-xnnpack")
 
 
 def _runner(tmp_path, cache_dir, run_id="r1", **kw) -> CellRunner:
-    cfg = RunConfig(run_id=run_id, results_dir=tmp_path, cache_dir=cache_dir, min_time_s=0.2, warmup=1, **kw)
+    cfg = RunConfig(
+        run_id=run_id, results_dir=tmp_path, cache_dir=cache_dir, max_time_s=0.2, block_s=0.02, warmup=1, **kw
+    )
     return CellRunner(cfg, progress=lambda m: None)
 
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory, cache_dir):
-    """One run over the four CPU backends; the records are shared by the tests below."""
+    """One run over the four CPU backends as one workload (export phase, then interleaved timing); the records are
+    shared by the tests below."""
     out = tmp_path_factory.mktemp("results")
     r = _runner(out, cache_dir)
-    recs = {b: r.run_cell(Cell("n", "detect", "e2e", b, "cpu", SHAPE)) for b in CPU_BACKENDS}
+    cells = [Cell("n", "detect", "e2e", b, "cpu", SHAPE) for b in CPU_BACKENDS]
+    r.prepare(cells)
+    by_id = r.run_workload(cells)
+    recs = {c.backend: by_id[c.id][0] for c in cells}
     return out, recs
 
 
@@ -39,8 +45,28 @@ def test_cpu_backend_record_is_ok_and_complete(first_run, backend):
     rec = recs[backend]
     assert rec["status"] == "ok", rec["reason"]
     lat = rec["latency_ms"]
-    assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
-    assert lat["rounds"] == len(rec["samples_ms"]) >= 5
+    assert 0 < lat["min"] <= lat["p50"] <= lat["max"]
+    assert lat["rounds"] == len(rec["samples_ms"]) >= 10
+    for name, need in (("p90", 20), ("p99", 100)):
+        if lat["rounds"] >= need:
+            assert lat["p50"] <= lat[name] <= lat["max"]
+        else:
+            assert lat[name] is None and f"needs at least {need}" in rec["null_reasons"][f"latency_ms.{name}"]
+    lo, hi = lat["p50_ci"]
+    assert lo <= lat["p50"] <= hi and isinstance(lat["unstable"], bool)
+    timing = rec["timing"]
+    assert timing["mode"] == "interleaved" and len(timing["with"]) == len(CPU_BACKENDS) - 1
+    assert timing["trials"] >= 10 and timing["stop"]
+    paired = rec["paired"]
+    assert paired["reference"] == "yolo26n-detect-e2e-torch-eager-cpu-160x160-b1-fp32"
+    if backend == "torch-eager":
+        assert paired["ratio"] == 1.0
+    else:
+        plo, phi = paired["ratio_ci"]
+        assert plo <= paired["ratio"] <= phi and paired["ratio"] > 0
+    assert len(paired["others"]) == len(CPU_BACKENDS) - 1
+    canary = rec["canary_ms"]
+    assert canary["before"] > 0 and canary["after"] > 0
     assert rec["throughput_ips"] == pytest.approx(1000 / lat["p50"])
     assert rec["precision_executed"] == "fp32" and rec["precision_source"]
     assert rec["threads"] == rec["threads_requested"] >= 1
@@ -133,12 +159,11 @@ def test_a_failing_cell_keeps_the_records_of_the_others(tmp_path, cache_dir, mon
 
 def test_slowdown_knob_stretches_only_the_named_backend(tmp_path, cache_dir, monkeypatch):
     cell = Cell("n", "detect", "e2e", "onnxruntime", "cpu", SHAPE)
-    base = _runner(tmp_path, cache_dir, run_id="base").run_cell(cell)
     monkeypatch.setenv("YOLO26_BENCH_SLOWDOWN", "onnxruntime=3")
     slow = _runner(tmp_path, cache_dir, run_id="slow").run_cell(cell)
-    # measured side by side in one test: a ratio, not an absolute time
-    assert slow["latency_ms"]["p50"] / base["latency_ms"]["p50"] > 2.0
-    assert "YOLO26_BENCH_SLOWDOWN" in slow["reason"]
+    # how much it stretches is checked on the paired ratio (two p50s taken apart are exposed to the machine's
+    # drift): test_paired_ratio_follows_a_slowdown_of_one_backend
+    assert "YOLO26_BENCH_SLOWDOWN" in slow["reason"] and slow["timing"]["mode"] == "solo"
     assert slowdown_factors("a=1.5,b=2") == {"a": 1.5, "b": 2.0}
     with pytest.raises(ValueError):
         slowdown_factors("a=0.5")
@@ -153,3 +178,42 @@ def test_env_json_has_machine_and_versions(tmp_path):
     assert d["host"]["cpu_cores_logical"] >= 1 and d["host"]["ram_gb"] > 0
     assert d["libraries"]["torch"].startswith("2.13") and d["libraries"]["ultralytics"]
     assert d["gpu"] == [] and d["gpu_reason"]
+
+
+def test_workload_with_a_failing_cell_keeps_the_others_and_pairs_only_ok_cells(
+    tmp_path, cache_dir, monkeypatch
+):
+    r = _runner(tmp_path, cache_dir, remedies=False)
+    ort = type(backends.get("onnxruntime"))
+
+    def broken_load(self, artifact, cell, info):
+        raise RuntimeError("session refused the model")
+
+    monkeypatch.setattr(ort, "load", broken_load)
+    cells = [Cell("n", "detect", "e2e", b, "cpu", SHAPE) for b in ("onnxruntime", "torch-eager")]
+    out = r.run_workload(cells)
+    bad, good = out[cells[0].id][0], out[cells[1].id][0]
+    assert bad["status"] == "load_failed" and good["status"] == "ok"
+    assert (
+        good["paired"] is None
+        and good["null_reasons"]["paired"] == "the only ok backend of its workload in this run"
+    )
+    assert bad["null_reasons"]["paired"] == "not an ok cell (load_failed)"
+    assert good["timing"]["mode"] == "solo" and unexplained_nulls(good) == [] and unexplained_nulls(bad) == []
+
+
+def test_paired_ratio_follows_a_slowdown_of_one_backend(tmp_path, cache_dir, monkeypatch):
+    # the verdict must move: the same workload with onnxruntime stretched 3x gives a ~3x larger paired ratio
+    cells = [Cell("n", "detect", "e2e", b, "cpu", SHAPE) for b in ("onnxruntime", "openvino")]
+    plain = _runner(tmp_path, cache_dir, run_id="plain").run_workload(cells)
+    monkeypatch.setenv("YOLO26_BENCH_SLOWDOWN", "onnxruntime=3")
+    slow = _runner(tmp_path, cache_dir, run_id="slow").run_workload(cells)
+    ov_id = cells[1].id
+
+    def ort_over_ov(out) -> float:
+        paired = out[cells[0].id][0]["paired"]
+        return paired["others"][ov_id]["ratio"] if paired["reference"] != ov_id else paired["ratio"]
+
+    assert 2.0 < ort_over_ov(slow) / ort_over_ov(plain) < 4.5  # two runs apart: loose bounds on their ratio
+    lo, hi = slow[cells[0].id][0]["paired"]["others"][ov_id]["ratio_ci"]
+    assert lo > 1.0  # stretched onnxruntime is slower than openvino beyond doubt

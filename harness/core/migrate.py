@@ -39,6 +39,20 @@ REASON_RENAMES = {
 KNOWN_VERSIONS = (1, SCHEMA_VERSION)
 
 
+V2_NOT_RECORDED = "not recorded: written by a harness before this field existed"
+
+
+def _added_fields(rec: dict) -> dict:
+    """A v2 record written before fields were added to v2 (additions only, never a change of meaning): the missing
+    fields are null with the reason, so every null keeps one."""
+    missing = [f for f in RECORD_FIELDS if f not in rec]
+    if not missing:
+        return rec
+    out = {**rec, **dict.fromkeys(missing)}
+    out["null_reasons"] = {**dict.fromkeys(missing, V2_NOT_RECORDED), **(rec.get("null_reasons") or {})}
+    return out
+
+
 def _version_error(version: Any) -> ValueError:
     if version is None:
         return ValueError("record has no schema_version")
@@ -53,7 +67,7 @@ def migrate_record(rec: dict) -> dict:
     alone). Raises ValueError for any other version, including a missing one."""
     version = rec.get("schema_version")
     if version == SCHEMA_VERSION:
-        return rec
+        return _added_fields(rec)
     if version == 1:
         return _record_v1_to_v2(rec)
     raise _version_error(version)

@@ -61,6 +61,9 @@ RECORD_FIELDS = (
     "first_run_ms",
     "latency_ms",
     "samples_ms",
+    "timing",
+    "paired",
+    "canary_ms",
     "device_latency_ms",
     "device_samples_ms",
     "throughput_ips",
@@ -80,39 +83,87 @@ RECORD_FIELDS = (
 )
 
 
+#: a percentile rests on at least this many timed rounds; below, it is null with the reason (p99 of 5 rounds would
+#: be the maximum, reported as p99)
+PERCENTILE_MIN_ROUNDS = {"p90": 20, "p99": 100}
+#: a cell whose rounds scatter more than this (robust coefficient of variation: 1.4826 x MAD / median) is flagged
+#: `unstable`: its p50 stands, but the machine (or the runtime) did not hold one speed while it was timed
+UNSTABLE_SCATTER = 0.10
+
+
 @dataclass(frozen=True)
 class Latency:
-    """Latency statistics over timed rounds, in milliseconds."""
+    """Latency statistics over timed rounds, in milliseconds.
+
+    `p50_ci` is the p50's distribution-free 95% confidence interval (harness.core.stats.p50_interval), None below
+    6 rounds; p90 and p99 are None below PERCENTILE_MIN_ROUNDS (the record's null_reasons say so); `scatter` is the
+    rounds' robust coefficient of variation and `unstable` flags scatter above UNSTABLE_SCATTER.
+    """
 
     p50: float
-    p90: float
-    p99: float
+    p90: float | None
+    p99: float | None
     mean: float
     min: float
     max: float
     stdev: float
     rounds: int
     timing_scope: str
+    p50_ci: list[float] | None = None
+    scatter: float | None = None
+    unstable: bool = False
 
     @classmethod
     def from_samples(cls, samples_ms: list[float], timing_scope: str) -> Latency:
+        import numpy as np
+
+        from harness.core.stats import p50_interval, robust_spread
+
         if not samples_ms:
             raise ValueError("no samples")
-        s = sorted(samples_ms)
+        s = np.asarray(samples_ms, dtype=float)
+        n = len(s)
+
+        def pct(name: str, q: float) -> float | None:
+            return float(np.percentile(s, q)) if n >= PERCENTILE_MIN_ROUNDS[name] else None
+
+        p50 = float(np.median(s))
+        ci = p50_interval(samples_ms)
+        spread = robust_spread(samples_ms)
+        scatter = spread / p50 if spread is not None and p50 > 0 else None
         return cls(
-            p50=percentile(s, 50),
-            p90=percentile(s, 90),
-            p99=percentile(s, 99),
-            mean=statistics.fmean(s),
-            min=s[0],
-            max=s[-1],
-            stdev=statistics.stdev(s) if len(s) > 1 else 0.0,
-            rounds=len(s),
+            p50=p50,
+            p90=pct("p90", 90),
+            p99=pct("p99", 99),
+            mean=float(s.mean()),
+            min=float(s.min()),
+            max=float(s.max()),
+            stdev=statistics.stdev(samples_ms) if n > 1 else 0.0,
+            rounds=n,
             timing_scope=timing_scope,
+            p50_ci=[ci.lo, ci.hi] if ci is not None else None,
+            scatter=scatter,
+            unstable=scatter is not None and scatter > UNSTABLE_SCATTER,
         )
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    def null_reasons(self) -> dict[str, str]:
+        """Why each null figure is null (keys relative to the section)."""
+        out = {}
+        for name, need in PERCENTILE_MIN_ROUNDS.items():
+            if getattr(self, name) is None:
+                out[name] = (
+                    f"too few timed rounds for this percentile: needs at least {need}, {self.rounds} timed"
+                )
+        if self.p50_ci is None:
+            out["p50_ci"] = (
+                f"too few timed rounds for a 95% interval of the p50 ({self.rounds} timed; needs 6)"
+            )
+        if self.scatter is None:
+            out["scatter"] = f"one timed round: no spread ({self.rounds} timed)"
+        return out
 
 
 MIB = 2**20
@@ -161,17 +212,6 @@ def section(rec: dict, name: str, cls):
 def put(rec: dict, name: str, value) -> None:
     """Write a typed section back into the record."""
     rec[name] = value.to_dict()
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default method) of already sorted values."""
-    n = len(sorted_values)
-    if n == 1:
-        return sorted_values[0]
-    pos = (n - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, n - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def new_record(run_id: str, cell, weights: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -34,8 +35,9 @@ from harness.execute.isolate import ExportOutcome, run_export
 from harness.execute.ladder import climb
 from harness.execute.memory_cache import MemoryCache
 from harness.execute.stages import Attempt, AttemptState, export, plan, run_stages
+from harness.measure.canary import Canary
 from harness.measure.parity import References
-from harness.measure.timing import Timer, loop_timer, slowdown_factors
+from harness.measure.timing import loop_timer, slowdown_factors
 from harness.yolo.dynamic import DEFAULT_RANGE
 from harness.yolo.models import Materialized, ModelSource, materialize
 
@@ -52,7 +54,15 @@ class CellRunner:
 
     def __init__(self, config: RunConfig, progress: Callable[[str], None] | None = None) -> None:
         self.config = config
-        self.progress = progress or (lambda msg: log.info("%s", msg))
+        say = progress or (lambda msg: log.info("%s", msg))
+        lock = threading.Lock()
+
+        def progress_line(msg: str) -> None:  # the export phase reports from several threads
+            with lock:
+                say(msg)
+
+        self.progress = progress_line
+        self.canary = Canary(config.threads) if config.canary else None
         set_budget(
             config.threads
         )  # every runtime of this process and its export/probe children get the budget
@@ -68,28 +78,56 @@ class CellRunner:
         self._materialized: dict[tuple, Materialized] = {}
         self.slowdown = slowdown_factors()
         self.last_runner = None  # kept for side-by-side benchmarks of the harness against a bare loop
+        self.prepared: dict[str, AttemptState] = {}  # attempts the export phase took up to their load
 
     # -- public -------------------------------------------------------------------------------------------------
-    def run_cell(self, cell: Cell, timer: Timer = loop_timer, skip_reason: str | None = None) -> dict:
-        """Run `cell` (and its remedies or shape sweep); return the cell's own record."""
-        return self.run_cell_all(cell, timer, skip_reason)[0]
+    def run_cell(self, cell: Cell, skip_reason: str | None = None) -> dict:
+        """Run `cell` alone (and its remedies or shape sweep); return the cell's own record."""
+        return self.run_cell_all(cell, skip_reason)[0]
 
-    def run_cell_all(
-        self, cell: Cell, timer: Timer = loop_timer, skip_reason: str | None = None
-    ) -> list[dict]:
-        """Every record `cell` produces: its own first, then remedy attempts and dynamic sweep shapes."""
+    def run_cell_all(self, cell: Cell, skip_reason: str | None = None) -> list[dict]:
+        """Every record `cell` produces, timed alone: its own first, then remedy attempts and dynamic sweep shapes.
+        (A workload's cells are timed together by `run_workload`.)"""
         if cell.shape.dynamic and not skip_reason:
-            return self.dynamic(cell, timer)
-        rec = self.attempt(Attempt(cell, cell.id, skip_reason=skip_reason), timer)
+            return self.dynamic(cell)
+        rec = self.attempt(Attempt(cell, cell.id, skip_reason=skip_reason))
+        return [rec, *self.remedies(cell, rec)]
+
+    def run_workload(self, cells: list[Cell]) -> dict[str, list[dict]]:
+        """The cells of one workload timed together, interleaved (harness.execute.workload): cell id -> its
+        records (its own first, then its remedy attempts)."""
+        from harness.execute.workload import run_workload
+
+        return run_workload(self, cells)
+
+    def prepare(self, cells: list[Cell]) -> None:
+        """The export phase: export and probe `cells` ahead of timing, `config.export_workers` at once; their
+        attempts go on from there when their workload is timed (harness.execute.workload)."""
+        from harness.execute.workload import prepare_all
+
+        self.prepared.update(prepare_all(self, cells, self.config.export_workers))
+
+    def remedies(self, cell: Cell, rec: dict) -> list[dict]:
+        """The remedy attempts of a cell whose attempt failed (harness.execute.ladder), each timed alone."""
         if rec["status"] not in FAILED_STATUSES or not self.config.remedies:
-            return [rec]
+            return []
 
         def try_remedy(a: Attempt) -> tuple[list[dict], bool]:
-            r = self.attempt(a, timer)
+            r = self.attempt(a)
             self.progress(f"{rec['cell_id']}: remedy {r['remedy']}: {r['status']}")
             return [r], r["status"] == "ok"
 
-        return [rec, *climb(cell, rec, try_remedy)]
+        return climb(cell, rec, try_remedy)
+
+    def read_canary(self, label: str) -> float | None:
+        """The drift canary timed now (ms), or None when the run has none."""
+        return self.canary.read(label) if self.canary is not None else None
+
+    def canary_reason(self) -> str:
+        """Why a record has no canary readings."""
+        if self.canary is None:
+            return "the drift canary was switched off for this run"
+        return self.canary.reason or "no canary reading was taken around this attempt"
 
     def preload(self, cells: list[Cell]) -> None:
         """Import the runtimes of every planned backend up front (their probes do), so that no cell's memory
@@ -101,21 +139,21 @@ class CellRunner:
                 log.debug("preload of %s/%s: %s", name, device, e)
 
     # -- one attempt --------------------------------------------------------------------------------------------
-    def attempt(self, a: Attempt, timer: Timer) -> dict:
+    def attempt(self, a: Attempt) -> dict:
         """Run the stages of one attempt and write its record."""
-        s = self.state(a, timer)
+        s = self.state(a)
         try:
             run_stages(self, s)
         except Exception as e:  # a harness bug in one cell must not lose the run
             self.crashed(s, e)
         return self.finish(s)
 
-    def state(self, a: Attempt, timer: Timer) -> AttemptState:
+    def state(self, a: Attempt) -> AttemptState:
         rec = new_record(self.config.run_id, a.cell, weights="unknown")
         rec.update(cell_id=a.cell_id, remedy=a.remedy, remedy_of=a.remedy_of)
         rec["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         rec["_t0"] = time.perf_counter()
-        return AttemptState(a, rec, self.config.run_dir / "logs" / f"{a.cell_id}.log", timer)
+        return AttemptState(a, rec, self.config.run_dir / "logs" / f"{a.cell_id}.log")
 
     def crashed(self, s: AttemptState, e: Exception) -> None:
         log.exception("cell %s crashed in the harness", s.attempt.cell_id)
@@ -131,6 +169,7 @@ class CellRunner:
 
     def finish(self, s: AttemptState) -> dict:
         rec = s.rec
+        rec.pop("_prep_s", None)
         rec["duration_s"] = round(time.perf_counter() - rec.pop("_t0"), 3)
         fill_null_reasons(rec)
         self.writer.write(rec)
@@ -289,38 +328,38 @@ class CellRunner:
             log.warning("could not note the fresh failure in %s: its lock stayed held", entry)
 
     # -- the dynamic probe ----------------------------------------------------------------------------------------
-    def dynamic(self, cell: Cell, timer: Timer) -> list[dict]:
+    def dynamic(self, cell: Cell) -> list[dict]:
         """Export once with dynamic H/W over the range, then run that one artifact over the shape sweep.
 
         When the dynamic export fails, the ladder applies matching remedies (32*Dim, raw head, ...) cumulatively,
         and the first remedied artifact that exports is swept instead.
         """
         base = {"dynamic_range": list(self.config.dynamic_range)}
-        recs = self.dynamic_attempt(Attempt(cell, cell.id, export_options=base), timer)
+        recs = self.dynamic_attempt(Attempt(cell, cell.id, export_options=base))
         if recs[0]["status"] != "export_failed" or not self.config.remedies:
             return recs
 
         def try_remedy(a: Attempt) -> tuple[list[dict], bool]:
             a.export_options = {**base, **a.export_options}
-            out = self.dynamic_attempt(a, timer)
+            out = self.dynamic_attempt(a)
             return out, out[0]["status"] != "export_failed"
 
         return [*recs, *climb(cell, recs[0], try_remedy, dynamic=True)]
 
-    def dynamic_attempt(self, a: Attempt, timer: Timer) -> list[dict]:
+    def dynamic_attempt(self, a: Attempt) -> list[dict]:
         """The dynamic export of `a` (its own record, summarising the sweep), then one record per sweep shape."""
-        s = self.state(a, timer)
+        s = self.state(a)
         try:
             if not (plan(self, s) and export(self, s)):
                 return [self.finish(s)]
         except Exception as e:
             self.crashed(s, e)
             return [self.finish(s)]
-        sweep = self.sweep(a, s.outcome, timer)
+        sweep = self.sweep(a, s.outcome)
         summarise_sweep(s.rec, sweep)
         return [self.finish(s), *sweep]
 
-    def sweep(self, a: Attempt, outcome: ExportOutcome, timer: Timer) -> list[dict]:
+    def sweep(self, a: Attempt, outcome: ExportOutcome) -> list[dict]:
         """Run one dynamic artifact at each sweep shape; a shape that is not a multiple of 32 and fails is
         retried letterbox-padded to the next multiple of 32 (the ladder's padding remedy)."""
         recs = []
@@ -330,7 +369,7 @@ class CellRunner:
             shape_attempt = Attempt(
                 target, rid, a.remedy, a.remedy_of, a.export_options, export_cell=a.cell, prebuilt=outcome
             )
-            rec = self.attempt(shape_attempt, timer)
+            rec = self.attempt(shape_attempt)
             recs.append(rec)
             rec["_sweep"] = (side, rec["status"], None)
             if rec["status"] in FAILED_STATUSES and self.config.remedies and not target.shape.multiple_of_32:
@@ -340,7 +379,7 @@ class CellRunner:
                 ) -> tuple[list[dict], bool]:
                     pa.remedy = f"{shape_attempt.remedy}+{pa.remedy}" if shape_attempt.remedy else pa.remedy
                     pa.export_options, pa.export_cell, pa.prebuilt = a.export_options, a.cell, outcome
-                    r = self.attempt(pa, timer)
+                    r = self.attempt(pa)
                     rec["_sweep"] = (side, r["status"], f"padded to {r['height']}")
                     return [r], True
 

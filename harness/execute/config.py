@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.threads import physical_cores
+from harness.measure.interleave import RoundsPolicy
 from harness.yolo.dynamic import DEFAULT_RANGE, SWEEP
 
 
@@ -20,10 +20,18 @@ class RunConfig:
     weights_dir: Path | None = None
     seed: int = 0
     warmup: int = 2
-    rounds: int | None = None  # None: as many as fit in min_time, within [min_rounds, max_rounds]
-    min_time_s: float = 2.0
-    min_rounds: int = 5
-    max_rounds: int = 200
+    #: exactly this many timed rounds per cell (--rounds); None: until the p50's interval is within +-ci_target
+    #: (at least min_rounds) or max_time_s per cell is spent (harness.measure.interleave)
+    rounds: int | None = None
+    min_rounds: int = 10
+    ci_target: float = 0.02
+    max_time_s: float = 2.0
+    block_s: float = 0.1
+    max_rounds: int = 10_000
+    #: export (and probe) processes run at once in the export phase ahead of timing (default: the physical cores)
+    export_workers: int = field(default_factory=physical_cores)
+    #: time the drift canary between workloads (harness.measure.canary)
+    canary: bool = True
     export_timeout_s: float = 1200.0
     export_memory_gb: float | None = None
     refresh_cache: bool = False
@@ -43,8 +51,13 @@ class RunConfig:
     def run_dir(self) -> Path:
         return Path(self.results_dir) / self.run_id
 
-    def plan_rounds(self, estimate_ms: float) -> int:
-        if self.rounds is not None:
-            return self.rounds
-        n = math.ceil(self.min_time_s * 1000.0 / max(estimate_ms, 1e-3))
-        return max(self.min_rounds, min(self.max_rounds, n))
+    def rounds_policy(self) -> RoundsPolicy:
+        """How many rounds each cell times, and in which blocks."""
+        return RoundsPolicy(
+            min_rounds=self.min_rounds,
+            ci_target=self.ci_target,
+            max_time_s=self.max_time_s,
+            block_s=self.block_s,
+            max_rounds=self.max_rounds,
+            fixed_rounds=self.rounds,
+        )

@@ -26,10 +26,12 @@ from harness.core.record import Latency, set_null
 from harness.diagnosis.failure import failure_from_exception, failure_from_outcome, first_line, parity_failure
 from harness.execute.isolate import ExportOutcome, run_probe
 from harness.measure.base import Tracker, trackers_for
+from harness.measure.canary import around
 from harness.measure.corrupt import CORRUPT_ENV, corrupt, corruptions
 from harness.measure.host_memory import MIB, release_memory
+from harness.measure.interleave import Contestant, Interleaved, run_interleaved
 from harness.measure.parity import compare
-from harness.measure.timing import SLOWDOWN_ENV, TimedCall, Timer, loop_timer, stretched
+from harness.measure.timing import SLOWDOWN_ENV, TimedCall, loop_timer, stretched
 from harness.yolo.inputs import letterboxed
 
 if TYPE_CHECKING:
@@ -59,7 +61,6 @@ class AttemptState:
     attempt: Attempt
     rec: dict
     log_path: Path
-    timer: Timer
     backend: Any = None
     mat: Any = None
     artifact: Path | None = None
@@ -72,6 +73,15 @@ class AttemptState:
     call: Callable[[], None] | None = None
     trackers: list[Tracker] = field(default_factory=list)
     samples: list[float] = field(default_factory=list)
+    #: the fastest warm-up round (ms): how long a round takes, for blocking the timed rounds
+    estimate_ms: float | None = None
+    #: the timing of this attempt's rounds, interleaved with its workload's other runners or alone; set by the
+    #: workload (harness.execute.workload) before the timed-rounds stage when the attempt is timed with others
+    timed: Interleaved | None = None
+    #: the canary readings around the timing (harness.measure.canary.around)
+    canary: dict | None = None
+    #: index into STAGES of the next stage to run (an attempt can be advanced in parts: harness.execute.workload)
+    next_stage: int = 0
     #: the content of a cached artifact that failed to load: the export stage asks for it to be exported again
     replace_digest: str | None = None
     #: why this attempt re-exported a cached artifact (said in the record); set once, so it retries only once
@@ -283,25 +293,50 @@ def warmup(svc: CellRunner, s: AttemptState) -> bool:
         warm = loop_timer(s.call, max(1, svc.config.warmup))
     except Exception as e:
         return fail(svc, s, "run_failed", "run", e)
-    s.rec["_rounds_planned"] = svc.config.plan_rounds(min(warm))
+    s.estimate_ms = min(warm)
     return True
 
 
-def timed_rounds(svc: CellRunner, s: AttemptState) -> bool:
-    """The timed rounds, through the session's timer (pytest-benchmark's pedantic mode in the suites)."""
-    rounds = s.rec.pop("_rounds_planned")
-    svc.progress(
-        f"{s.attempt.cell_id}: load {s.rec['load_s']:.2f}s, first run {s.rec['first_run_ms']:.1f} ms, "
-        f"timing {rounds} rounds"
-    )
+def contestant(s: AttemptState) -> Contestant:
+    """The attempt's runner as one contestant of an interleaved timing (its trackers pause between its blocks)."""
+
+    def resume() -> None:
+        for t in s.trackers:
+            t.resume()
+
+    def pause() -> None:
+        for t in s.trackers:
+            t.pause()
+
+    return Contestant(s.attempt.cell_id, s.call, s.estimate_ms or 1.0, resume, pause)
+
+
+def start_timed(s: AttemptState) -> None:
     for t in s.trackers:
         t.start_timed()
-    try:
-        s.samples = list(s.timer(s.call, rounds))
-    except Exception as e:
-        return fail(svc, s, "run_failed", "run", e)
-    finally:
-        stop_trackers(s)
+
+
+def timed_rounds(svc: CellRunner, s: AttemptState) -> bool:
+    """The timed rounds: taken already when the attempt was timed interleaved with its workload (`s.timed`), else
+    timed here alone by the same loop (harness.measure.interleave), with the canary read around them."""
+    if s.timed is None:
+        svc.progress(
+            f"{s.attempt.cell_id}: load {s.rec['load_s']:.2f}s, first run {s.rec['first_run_ms']:.1f} ms, timing"
+        )
+        before = svc.read_canary(f"before {s.attempt.cell_id}")
+        start_timed(s)
+        try:
+            s.timed = run_interleaved([contestant(s)], svc.config.rounds_policy())
+        finally:
+            s.canary = around(before, svc.read_canary(f"after {s.attempt.cell_id}"))
+    timing = s.timed.timings[s.attempt.cell_id]
+    s.samples = list(timing.samples)
+    stop_trackers(s)
+    if timing.error is not None:
+        try:
+            raise timing.error
+        except Exception as e:
+            return fail(svc, s, "run_failed", "run", e)
     record_run(svc, s)
     return True
 
@@ -333,10 +368,18 @@ def record_run(svc: CellRunner, s: AttemptState) -> None:
     if s.samples:
         lat = Latency.from_samples(s.samples, runner.timing_scope)
         rec["latency_ms"] = lat.to_dict()
+        for key, why in lat.null_reasons().items():
+            set_null(rec, f"latency_ms.{key}", why)
         rec["samples_ms"] = [round(v, 4) for v in s.samples]
         rec["throughput_ips"] = s.cell.batch * 1000.0 / lat.p50
     else:
-        set_null(rec, "latency_ms", "no timed rounds ran (benchmarking disabled)")
+        set_null(rec, "latency_ms", "no timed rounds ran")
+    if s.timed is not None:
+        rec["timing"] = s.timed.section(s.attempt.cell_id)
+    if s.canary is not None:
+        rec["canary_ms"] = s.canary
+    else:
+        set_null(rec, "canary_ms", svc.canary_reason())
     factor = svc.slowdown_factor(s.cell)
     if factor > 1.0:
         rec["reason"] = f"latency artificially stretched x{factor} by {SLOWDOWN_ENV}"
@@ -431,24 +474,39 @@ def retry_fresh_export(svc: CellRunner, s: AttemptState, stage: str) -> bool:
     return True
 
 
-def run_stages(svc: CellRunner, s: AttemptState) -> None:
-    """Run the stages in order until one ends the attempt; trackers are stopped whatever happened.
+def advance(svc: CellRunner, s: AttemptState, until: Callable | None = None) -> bool:
+    """Run the attempt's stages from where it stands, up to (not including) `until`, or to the end.
 
-    A cached artifact that fails in the probe or the load is exported again once and the attempt goes back to the
-    export stage (retry_fresh_export)."""
-    i = 0
-    try:
-        while i < len(STAGES):
-            stage = STAGES[i]
-            if stage(svc, s):
-                i += 1
-            elif stage in (probe, load) and retry_fresh_export(svc, s, stage.__name__):
-                i = STAGES.index(export)
-            else:
-                break
-    finally:
-        stop_trackers(s)
-        if s.runner is not None:
-            s.runner.close()
+    True when it got there and the attempt goes on; False when a stage ended it. A cached artifact that fails in the
+    probe or the load is exported again once and the attempt goes back to the export stage (retry_fresh_export).
+    """
+    while s.next_stage < len(STAGES):
+        stage = STAGES[s.next_stage]
+        if stage is until:
+            return True
+        if stage(svc, s):
+            s.next_stage += 1
+        elif stage in (probe, load) and retry_fresh_export(svc, s, stage.__name__):
+            s.next_stage = STAGES.index(export)
+        else:
+            s.next_stage = len(STAGES)
+            return False
+    return True
+
+
+def end(s: AttemptState) -> None:
+    """The attempt is over: trackers stopped, its runtime closed, and a re-export said in an ok record."""
+    stop_trackers(s)
+    if s.runner is not None:
+        s.runner.close()
+        s.runner = None
     if s.reexported and s.rec["status"] == "ok" and not s.rec["reason"]:
         s.rec["reason"] = s.reexported
+
+
+def run_stages(svc: CellRunner, s: AttemptState) -> None:
+    """Run the remaining stages in order until one ends the attempt; trackers are stopped whatever happened."""
+    try:
+        advance(svc, s)
+    finally:
+        end(s)

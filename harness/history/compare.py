@@ -2,7 +2,9 @@
 
 Rules (docs/regression-tracking.md explains the reasoning):
 - status: ok in the baseline run, a failure status now. Always a regression.
-- latency: the new p50 exceeds the baseline p50 by more than both `latency_pct` percent and `spread_k` times the
+- latency: judged on canary-normalised figures (each p50 and round divided by the drift canary read around that
+  cell's timing, harness.measure.canary) when both sides carry the canary, else on raw p50s (said in the detail):
+  the new p50 exceeds the baseline p50 by more than both `latency_pct` percent and `spread_k` times the
   cell's spread, and a two-sided Mann-Whitney U test on the raw rounds (`samples_ms`; exact or permutation for few
   rounds, harness.history.stats.rank_test) rejects "same distribution" at `alpha`. The spread is the robust spread
   (1.4826 x MAD) of the p50s of the last `window` ok runs of the cell; with fewer than `MIN_SPREAD_RUNS` of them
@@ -12,6 +14,7 @@ Rules (docs/regression-tracking.md explains the reasoning):
 - insufficient history: until the series holds `min_runs` runs (this one included), latency changes are listed as
   unjudged, not failed; status and memory rules apply from the second run.
 - memory: the peak grows by more than both `mem_pct` percent and `mem_mb` MiB.
+- a run whose drift canary left its usual band says so in its notes and next to each latency finding.
 Mirror-image changes are improvements. New and vanished cells are listed, not failed.
 """
 
@@ -19,7 +22,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 
 from harness.core.record import FAILED_STATUSES
 from harness.core.results_dir import HistoryError
@@ -130,22 +134,31 @@ def _pct(base: float, cur: float) -> float | None:
     return (cur - base) / base * 100 if base else None
 
 
-def _spread(window: list[CellRow], base_samples: list[float]) -> tuple[float | None, str]:
-    """The cell's run-to-run spread and how it was obtained; None when nothing gives one.
+def _spread(p50s: list[float], base_samples: list[float]) -> tuple[float | None, str]:
+    """The cell's run-to-run spread (of the window's p50s, in the unit compared) and how it was obtained; None
+    when nothing gives one.
 
     From MIN_SPREAD_RUNS ok runs on, the robust spread of their p50s; below that the series cannot tell its own
     spread, and the baseline rounds' robust spread stands in when it is larger (never zero by default).
     """
-    runs = robust_spread([r.p50 for r in window])
-    if runs is not None and len(window) >= MIN_SPREAD_RUNS:
-        return runs, f"spread {runs:.3f} ms over {len(window)} runs"
+    runs = robust_spread(p50s)
+    if runs is not None and len(p50s) >= MIN_SPREAD_RUNS:
+        return runs, f"spread {runs:.3g} over {len(p50s)} runs"
     rounds = robust_spread(base_samples)
     known = [v for v in (runs, rounds) if v is not None]
     if not known:
-        return None, f"spread unknown ({len(window)} run(s) of history, no stored rounds)"
+        return None, f"spread unknown ({len(p50s)} run(s) of history, no stored rounds)"
     value = max(known)
-    source = "the baseline rounds' spread" if value == rounds else f"the p50s of {len(window)} runs"
-    return value, f"spread {value:.3f} ms from {source} (only {len(window)} run(s) of history)"
+    source = "the baseline rounds' spread" if value == rounds else f"the p50s of {len(p50s)} runs"
+    return value, f"spread {value:.3g} from {source} (only {len(p50s)} run(s) of history)"
+
+
+def _scale(cur: CellRow, rows: list[CellRow]) -> Callable[[CellRow], float] | None:
+    """Latency is judged on p50s divided by the drift canary read around each cell (how fast the machine ran
+    then), when the current cell and every baseline cell have canary readings; None: raw p50s."""
+    if cur.canary_ms and all(r.canary_ms for r in rows):
+        return lambda r: 1.0 / float(r.canary_ms)
+    return None
 
 
 def _latency(
@@ -158,36 +171,48 @@ def _latency(
 ) -> tuple[str, Finding] | None:
     """('change' | 'unjudged', finding) for a cell's latency, or None when it did not change.
 
-    'unjudged': the rounds are too few for the rank test to ever reject (listed whatever the p50 did, so such a
-    cell never passes silently), no spread is known, or the series is too short (`judged` False) for a change to
-    fail the run.
+    Judged on canary-normalised figures (p50 / canary, and each round likewise) when the records carry the
+    canary, so a machine that ran slower as a whole is not read as a slower backend; on raw p50s otherwise (said
+    in the detail). 'unjudged': the rounds are too few for the rank test to ever reject (listed whatever the p50
+    did, so such a cell never passes silently), no spread is known, or the series is too short (`judged` False)
+    for a change to fail the run.
     """
-    base = median([r.p50 for r in base_rows])
-    if base <= 0:
+    raw_base = median([r.p50 for r in base_rows])
+    if raw_base <= 0:
         return None
-    base_samples = [s for r in base_rows for s in query.samples(conn, r)]
-    spread, spread_text = _spread(window, base_samples)
-    test = rank_test(query.samples(conn, cur), base_samples, th.alpha)
-    change = _pct(base, cur.p50)
-    moved = f"p50 {base:.3f} -> {cur.p50:.3f} ms ({change:+.1f}%)"
+    scale = _scale(cur, base_rows)
+    k = scale or (lambda r: 1.0)
+    base = median([r.p50 * k(r) for r in base_rows])
+    now = cur.p50 * k(cur)
+    base_samples = [v * k(r) for r in base_rows for v in query.samples(conn, r)]
+    win = [r for r in window if scale is None or r.canary_ms]
+    spread, spread_text = _spread([r.p50 * k(r) for r in win], base_samples)
+    test = rank_test([v * k(cur) for v in query.samples(conn, cur)], base_samples, th.alpha)
+    change = _pct(base, now)
+    moved = f"p50 {raw_base:.3f} -> {cur.p50:.3f} ms ({_pct(raw_base, cur.p50):+.1f}%)"
+    if scale is not None:
+        moved += f"; canary-normalised (p50 / the canary read around the cell) {change:+.1f}%"
+    else:
+        moved += "; raw p50s (no canary readings on both sides)"
     tail = f"baseline of {len(base_rows)} run(s)"
     if not test.judged or spread is None:
         why = test.describe() if not test.judged else spread_text
         detail = f"{moved}; {why}; {tail}"
-        return "unjudged", Finding(cur.cell_id, "latency", base, cur.p50, change, detail, cur.machine)
+        return "unjudged", Finding(cur.cell_id, "latency", raw_base, cur.p50, change, detail, cur.machine)
     margin = max(base * th.latency_pct / 100, th.spread_k * spread)
-    if abs(cur.p50 - base) <= margin or (test.p or 0.0) >= th.alpha:
+    if abs(now - base) <= margin or (test.p or 0.0) >= th.alpha:
         return None
+    unit = "" if scale is not None else " ms"
     detail = (
-        f"{moved}; margin {margin:.3f} ms = max({th.latency_pct:g}%, {th.spread_k:g} x {spread_text}); "
+        f"{moved}; margin {margin:.3g}{unit} = max({th.latency_pct:g}%, {th.spread_k:g} x {spread_text}); "
         f"{test.describe()}; {tail}"
     )
-    finding = Finding(cur.cell_id, "latency", base, cur.p50, change, detail, cur.machine)
+    finding = Finding(cur.cell_id, "latency", raw_base, cur.p50, change, detail, cur.machine)
     if not judged:
         finding = Finding(
             cur.cell_id,
             "latency",
-            base,
+            raw_base,
             cur.p50,
             change,
             f"insufficient history (the series holds fewer than {th.min_runs} runs): would be flagged: {detail}",
@@ -195,6 +220,24 @@ def _latency(
         )
         return "unjudged", finding
     return "change", finding
+
+
+def canary_band(conn: sqlite3.Connection, run: RunRef, earlier: list[RunRef], window: int) -> str | None:
+    """A note when the run's drift canary left its usual band (the min..max of the last `window` earlier runs'
+    canary medians, widened by 10%): the machine ran at another speed than usual, so read its raw p50s with
+    care. None when it stayed inside, or there is too little history to tell."""
+    now = query.run_canary(conn, run)
+    past = [v for v in (query.run_canary(conn, r) for r in earlier[:window]) if v is not None]
+    if now is None or len(past) < 2:
+        return None
+    lo, hi = min(past), max(past)
+    if lo / 1.1 <= now <= hi * 1.1:
+        return None
+    way = "slower" if now > hi else "faster"
+    return (
+        f"the drift canary moved beyond its usual band: median {now:.3f} ms in this run, {lo:.3f}-{hi:.3f} ms over "
+        f"the last {len(past)} runs (the machine ran {way} than usual; latency is judged canary-normalised)"
+    )
 
 
 def _memory(cur: CellRow, base_rows: list[CellRow], th: Thresholds) -> Finding | None:
@@ -266,6 +309,9 @@ def compare_run(
             f"insufficient history: series {run.series_id} holds {result.series_runs} run(s); latency changes "
             f"are judged once it holds {th.min_runs} (until then they are listed as unjudged)"
         )
+    band = canary_band(conn, run, earlier, th.window)
+    if band:
+        result.notes.append(band)
     current = query.run_cells(conn, run)
     history = query.series_cells(conn, run)
     ref_cells = query.run_cells(conn, ref_run)
@@ -307,7 +353,13 @@ def compare_run(
         for finding in (latency[1] if latency else None, _memory(cur, base_rows, th)):
             if finding is None:
                 continue
-            grew = finding.current > finding.baseline
+            if finding.kind == "latency" and band:
+                finding = replace(finding, detail=f"{finding.detail}; note: {band}")
+            grew = (
+                (finding.change_pct or 0.0) > 0
+                if finding.kind == "latency"
+                else finding.current > finding.baseline
+            )
             (result.regressions if grew else result.improvements).append(finding)
 
     result.vanished_cells = sorted(set(ref_cells) - set(current))

@@ -36,6 +36,8 @@ class CellRow:
     p50: float | None
     mem_mb: float | None
     mem_source: str | None
+    #: the drift canary's readings around the cell's timing (record `canary_ms.mean`), None before the canary
+    canary_ms: float | None = None
 
 
 _RUN_SELECT = (
@@ -44,7 +46,8 @@ _RUN_SELECT = (
 )
 _CELL_SELECT = (
     "SELECT c.run_id, c.machine, r.started_at, c.cell_id, c.status, c.timing_scope, c.p50, c.mem_mb,"
-    " c.mem_source FROM cells c JOIN runs r ON r.run_id = c.run_id AND r.machine = c.machine"
+    " c.mem_source, json_extract(c.record, '$.canary_ms.mean')"
+    " FROM cells c JOIN runs r ON r.run_id = c.run_id AND r.machine = c.machine"
 )
 
 
@@ -121,6 +124,15 @@ def series_cells(
             continue
         out.setdefault(cell.cell_id, []).append(cell)
     return out
+
+
+def run_canary(conn: sqlite3.Connection, run: RunRef) -> float | None:
+    """The run's drift canary median (env.json `canary.median`, ms), None when it has none."""
+    row = conn.execute(
+        "SELECT json_extract(env, '$.canary.median') FROM runs WHERE run_id = ? AND machine = ?",
+        (run.run_id, run.machine),
+    ).fetchone()
+    return float(row[0]) if row and isinstance(row[0], int | float) else None
 
 
 def samples(conn: sqlite3.Connection, cell: CellRow) -> list[float]:

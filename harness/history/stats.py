@@ -1,7 +1,7 @@
 """Statistics of timed rounds, in one place: the median, robust spread, the p50's confidence interval, and the rank
 test behind regression detection.
 
-The rank test and the interval come from scipy (a maintained implementation, exact for small samples), never from
+The rank test (here) and the interval (harness.core.stats) come from scipy (a maintained implementation, exact for small samples), never from
 a hand-written approximation: with the few rounds a large model gets (the runner's minimum is 5), the normal
 approximation of the Mann-Whitney U statistic cannot reach p < 0.01 at all, so such cells could never be flagged.
 """
@@ -13,10 +13,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness.core.stats import CONFIDENCE, MAD_TO_SIGMA, Interval, median, p50_interval, robust_spread
+
 log = logging.getLogger(__name__)
 
-# Scale factor that makes the MAD a consistent estimator of the standard deviation for normal data.
-MAD_TO_SIGMA = 1.4826
 # Fewer rounds than this on either side: the cell is "too few rounds to judge", whatever a test would say.
 MIN_ROUNDS = 3
 # Up to this many rounds on the smaller side the p-value is exact (no ties) or from a permutation test (ties);
@@ -24,59 +24,6 @@ MIN_ROUNDS = 3
 EXACT_MAX = 10
 # Resamples of the permutation test (ties in small samples); seeded, so a comparison is reproducible.
 PERMUTATIONS = 9999
-# The p50 interval's coverage.
-CONFIDENCE = 0.95
-
-
-def median(values: Sequence[float]) -> float:
-    """Median of a non-empty sequence."""
-    if not values:
-        raise ValueError("median of no values")
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
-
-
-def robust_spread(values: Sequence[float]) -> float | None:
-    """1.4826 x the median absolute deviation: a standard deviation estimate that ignores outliers.
-
-    None (unknown) for fewer than two values: one value says nothing about spread, and zero would claim it does.
-    """
-    if len(values) < 2:
-        return None
-    m = median(values)
-    return MAD_TO_SIGMA * median([abs(v - m) for v in values])
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A confidence interval of a p50, in the samples' unit."""
-
-    lo: float
-    hi: float
-    level: float = CONFIDENCE
-
-    def overlaps(self, other: Interval) -> bool:
-        return self.lo <= other.hi and other.lo <= self.hi
-
-
-def p50_interval(samples: Sequence[float], level: float = CONFIDENCE) -> Interval | None:
-    """The distribution-free confidence interval of the median of `samples` (order statistics, binomial coverage:
-    `scipy.stats.quantile_test(...).confidence_interval`).
-
-    None when the rounds are too few for the level (fewer than 6 rounds for 95%): the interval is unknown, not
-    zero-width.
-    """
-    from scipy import stats
-
-    values = [float(v) for v in samples if isinstance(v, int | float) and math.isfinite(v)]
-    if len(values) < 2:
-        return None
-    ci = stats.quantile_test(values, q=median(values), p=0.5).confidence_interval(level)
-    lo, hi = float(ci.low), float(ci.high)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return None
-    return Interval(lo, hi, level)
 
 
 @dataclass(frozen=True)
@@ -144,3 +91,18 @@ def rank_test(x: Sequence[float], y: Sequence[float], alpha: float = 0.01) -> Ra
         name = "permutation"
     res = stats.mannwhitneyu(xs, ys, alternative="two-sided", method=method)
     return RankTest(n_x, n_y, name, float(res.pvalue), u=float(res.statistic), min_p=floor)
+
+
+# The round statistics themselves live in harness.core.stats (shared with the measurement); re-exported here.
+__all__ = [
+    "CONFIDENCE",
+    "MAD_TO_SIGMA",
+    "MIN_ROUNDS",
+    "Interval",
+    "RankTest",
+    "median",
+    "p50_interval",
+    "rank_test",
+    "robust_spread",
+    "smallest_p",
+]

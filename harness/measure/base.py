@@ -1,7 +1,8 @@
 """The tracker interface: one tracker per measured quantity, each filling its own record section.
 
 A cell's attempt builds its trackers (`trackers_for`), starts them right before the runtime loads, marks the start
-of the timed rounds, stops them after the last timed round and lets each fill the record, or say why it could not
+of the timed rounds, resumes and pauses them around each block of its timed rounds (the blocks of a workload's
+runners alternate, harness.measure.interleave), stops them after the last timed round and lets each fill the record, or say why it could not
 (`set_null` with the reason). Adding a measurement is one tracker module, registered in `TRACKERS`, plus its record
 field in `harness.core.record`.
 """
@@ -20,12 +21,22 @@ class Tracker:
 
     #: the record field (or dotted section field) this tracker fills
     field: ClassVar[str] = ""
+    #: a quantity of one runtime alone (memory): when a workload's runners are timed together, the tracker stops
+    #: after its runner's warm-up, before the next runner loads (harness.execute.workload)
+    solo_only: ClassVar[bool] = False
 
     def start(self) -> None:
         """Right before the runtime loads the artifact (baselines are taken here)."""
 
     def start_timed(self) -> None:
         """Right before the first timed round (quantities that cover the timed rounds only start here)."""
+
+    def resume(self) -> None:
+        """Right before each block of this runner's timed rounds (interleaved timing runs other runners between
+        its blocks: a quantity over the timed rounds counts the blocks only)."""
+
+    def pause(self) -> None:
+        """Right after each block of this runner's timed rounds."""
 
     def wrap(self, call: Callable[[], None]) -> Callable[[], None]:
         """The timed call, possibly instrumented (CUDA events). Default: unchanged."""

@@ -1,7 +1,8 @@
 """Energy per inference: the `energy` tracker, the one place that fills the record's `energy` section.
 
 For a cuda cell: the delta of NVML's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ, whole GPU,
-Volta and newer) over exactly the timed rounds (`start_timed` .. `stop`), divided by rounds x batch.
+Volta and newer) over exactly the timed rounds: summed over the runner's blocks of rounds (`resume` .. `pause`;
+other runners' blocks between them are not counted), divided by rounds x batch.
 Fills `energy` = core.record.Energy {per_inference_j, window_s, inferences, source}, or that section with every
 figure None and the reason under `null_reasons["energy.<figure>"]`.
 
@@ -72,6 +73,8 @@ class EnergyTracker(Tracker):
         self.min_window_s = min_window_s
         self.nvml, self.handle, self.reason = nvml_for_tracker(nvml, handle)
         self.meter: EnergyMeter | None = None
+        self.joules = 0.0
+        self.window = 0.0
         self.rounds: int | None = None
         self.per_inference_j: float | None = None
 
@@ -84,22 +87,35 @@ class EnergyTracker(Tracker):
     def start_timed(self) -> None:
         self.meter = None
         self.rounds = None
-        if self.handle is None:
+        self.joules = 0.0
+        self.window = 0.0
+
+    def resume(self) -> None:
+        """Each block of this runner's timed rounds is metered on its own; the blocks of other runners between
+        them are not counted."""
+        if self.handle is None or self.reason:
             return
         try:
             self.meter = EnergyMeter(self.handle, self.nvml, self.min_window_s).start()
         except NvmlUnavailable as e:
             self.reason = str(e)
+            self.meter = None
+
+    def pause(self) -> None:
+        if self.meter is None or self.meter.stop_mj is not None:
+            return
+        try:
+            self.joules += self.meter.stop() / 1000.0
+            self.window += self.meter.window_s or 0.0
+        except NvmlUnavailable as e:
+            self.reason = str(e)
 
     def stop(self, rounds: int) -> None:
         self.rounds = rounds
-        if self.meter is None or rounds <= 0:
+        if self.meter is None or rounds <= 0 or self.reason:
             return
-        try:
-            self.meter.stop()
-            self.per_inference_j = self.meter.per_inference_j(rounds * self.batch)
-        except NvmlUnavailable as e:
-            self.reason = str(e)
+        self.pause()
+        self.per_inference_j = self.joules / (rounds * self.batch)
 
     def _null_reason(self) -> str:
         if self.reason:
@@ -116,13 +132,18 @@ class EnergyTracker(Tracker):
         if self.per_inference_j is None:
             put_null(rec, self._null_reason())
             return
-        note = self.meter.note
+        note = None
+        if self.window < self.min_window_s:
+            note = (
+                f"energy window {self.window:.2f} s (the sum of this runner's blocks) is shorter than "
+                f"{self.min_window_s:.1f} s: the NVML counter advances in coarse steps, so the figure is imprecise"
+            )
         put(
             rec,
             "energy",
             Energy(
                 per_inference_j=self.per_inference_j,
-                window_s=self.meter.window_s,
+                window_s=self.window,
                 inferences=self.rounds * self.batch,
                 source=SOURCE + (f"; {note}" if note else ""),
             ),

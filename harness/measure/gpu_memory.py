@@ -52,6 +52,7 @@ class GpuMemoryTracker(Tracker):
     """
 
     field = "memory"
+    solo_only = True  # one runtime's memory: stops before the next runner of a workload loads
 
     def __init__(
         self,

@@ -148,6 +148,7 @@ class HostMemoryTracker(Tracker):
     can be reset, else from a 200 Hz sampling thread."""
 
     field = "memory"
+    solo_only = True  # one runtime's memory: stops before the next runner of a workload loads
 
     def __init__(self) -> None:
         self.hwm = RssHighWater()

@@ -49,7 +49,8 @@ def _number(x: float) -> str:
 NUMBER_RULES = (
     NumberRule("export_timeout", 0, strict=True),
     NumberRule("export_memory_gb", 0, strict=True),
-    NumberRule("min_time", 0, strict=True),
+    NumberRule("max_time", 0, strict=True),
+    NumberRule("export_workers", 1, strict=False, high=256),
     NumberRule("warmup", 0, strict=False),
     NumberRule("rounds", 1, strict=False),
     NumberRule("seed", 0, strict=False, high=MAX_SEED),

@@ -17,7 +17,8 @@ import pytest
 from harness.core import axes, envinfo, threads
 from harness.core.axes import SelectionError
 from harness.core.results_dir import SUPERSEDED_SUFFIX, RecordWriteError, recorded_cells
-from harness.execute.attempt import CellRunner, RunConfig, loop_timer, slowdown_factors
+from harness.execute.attempt import CellRunner, RunConfig, slowdown_factors
+from harness.execute.workload import group, workload_key, workload_label
 from harness.measure.corrupt import corruptions
 from harness.plan.expected import ExpectedStatus
 from harness.plan.matrix import PlannedCell, build, profile_names
@@ -70,8 +71,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--run-id", help="run id: letters, digits, '.', '_', '-' (default: UTC timestamp and host name)"
     )
-    g.addoption("--rounds", type=int, help="timed rounds per cell (default: as many as fit in --min-time)")
-    g.addoption("--min-time", type=float, default=2.0, help="seconds of timed rounds per cell (default 2)")
+    g.addoption(
+        "--rounds",
+        type=int,
+        help="exactly this many timed rounds per cell (default: until the p50's 95%% interval is within "
+        "+-2%%, at least 10 rounds, at most --max-time)",
+    )
+    g.addoption(
+        "--max-time",
+        type=float,
+        default=2.0,
+        help="seconds of timed rounds per cell at most, unless its 10 rounds take longer (default 2)",
+    )
+    g.addoption(
+        "--export-workers",
+        type=int,
+        help="exports and probes run at once in the export phase ahead of timing (default: the physical cores)",
+    )
+    g.addoption("--no-canary", action="store_true", help="do not time the drift canary between workloads")
     g.addoption("--warmup", type=int, default=2, help="warm-up rounds per cell (default 2)")
     g.addoption(
         "--threads",
@@ -120,7 +137,9 @@ class BenchSession:
             seed=opt("seed"),
             warmup=opt("warmup"),
             rounds=opt("rounds"),
-            min_time_s=opt("min_time"),
+            max_time_s=opt("max_time"),
+            export_workers=opt("export_workers") or threads.physical_cores(),
+            canary=not opt("no_canary"),
             export_timeout_s=opt("export_timeout"),
             export_memory_gb=opt("export_memory_gb"),
             refresh_cache=opt("refresh_cache"),
@@ -133,6 +152,12 @@ class BenchSession:
         self._runner: CellRunner | None = None
         self.records: list[dict] = []  # every record written (cells, remedies, sweep shapes)
         self.primary: list[dict] = []  # one per parametrized cell
+        self.selected: list[PlannedCell] = []  # the cells this session runs (set at collection)
+        self.done: dict[
+            str, list[dict]
+        ] = {}  # records of timed workloads' cells not yet reported by their test
+        self.timed_workloads: set[tuple] = set()
+        self.prepared = False
         self.t0 = time.perf_counter()
 
     def _validate(self, opt) -> None:
@@ -214,6 +239,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, text in (
         ("gpu", "needs an NVIDIA GPU"),
         ("cell", "a benchmark matrix cell"),
+        ("xdist_group(name)", "pytest-xdist --dist loadgroup: tests of one group run on one worker"),
     ):
         config.addinivalue_line("markers", f"{name}: {text}")
     # Validate every option before any work starts: a bad value is one `ERROR:` line and exit status 4.
@@ -236,7 +262,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = _session(metafunc.config)
     params = []
     for p in session.planned:
-        marks = [pytest.mark.cell]
+        # a workload's cells are timed together: pytest-xdist's --dist loadgroup keeps them on one worker
+        marks = [pytest.mark.cell, pytest.mark.xdist_group(workload_label(p.cell))]
         if p.cell.device in ("cuda", "gpu"):
             marks.append(pytest.mark.gpu)
         params.append(pytest.param(p, id=p.cell.id, marks=marks))
@@ -248,49 +275,120 @@ def bench_session(request: pytest.FixtureRequest) -> BenchSession:
     return _session(request.config)
 
 
-def benchmark_timer(benchmark):
-    """A harness timer that runs the timed rounds through pytest-benchmark's pedantic mode.
+class ReplayClock:
+    """pytest-benchmark's clock while it takes in a cell's rounds: each start/end pair of calls advances by one
+    recorded round, so its table and JSON show exactly the rounds of the record.
 
-    The harness still owns the clock: each round is also timed by the harness (perf_counter_ns), and those samples
-    are the record's; pytest-benchmark's own table and JSON show the same rounds. pytest-benchmark allows one
-    measurement per test, so further attempts of the same test (remedies, dynamic sweep shapes) are timed by the
-    harness's plain loop.
+    The rounds were timed by the harness (interleaved with the workload's other backends, harness.measure.
+    interleave), usually before this cell's test ran; pytest-benchmark has no public way to add rounds measured
+    elsewhere, so its pedantic mode runs a no-op once per round with this clock in place of its timer.
     """
-    used = False
 
-    def timer(call, rounds: int) -> list[float]:
-        nonlocal used
-        if used:
-            return loop_timer(call, rounds)
-        used = True
-        samples: list[float] = []
+    def __init__(self, samples_ms: list[float]) -> None:
+        self.rounds = [v / 1000.0 for v in samples_ms]
+        self.now = 0.0
+        self.calls = 0
 
-        def target():
-            t0 = time.perf_counter_ns()
-            call()
-            samples.append((time.perf_counter_ns() - t0) / 1e6)
+    def __call__(self) -> float:
+        if self.calls % 2 == 1:  # the end of a round
+            self.now += self.rounds[self.calls // 2]
+        self.calls += 1
+        return self.now
 
-        benchmark.pedantic(target, rounds=rounds, iterations=1, warmup_rounds=0)
-        if getattr(benchmark, "disabled", False):
-            return []
-        return samples
+    def __repr__(self) -> str:
+        return "yolo26-bench rounds (perf_counter_ns, replayed)"
 
-    return timer
+    __name__ = "yolo26_bench_rounds"
+
+
+def replay_rounds(benchmark, samples_ms: list[float] | None) -> None:
+    """Hand the record's rounds to pytest-benchmark (its table, --benchmark-json, its comparisons)."""
+    if not samples_ms or getattr(benchmark, "disabled", False) or not hasattr(benchmark, "_timer"):
+        return
+    original = benchmark._timer
+    benchmark._timer = ReplayClock(samples_ms)
+    try:
+        benchmark.pedantic(_no_op, rounds=len(samples_ms), iterations=1, warmup_rounds=0)
+    finally:
+        benchmark._timer = original
+
+
+def _no_op() -> None:
+    return None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The cells this session runs (after -k, -m and --resume), for the export phase and the workloads."""
+    bench = session.config.stash.get(BENCH_KEY, None)
+    if bench is None:
+        return
+    bench.selected = [
+        item.callspec.params["cell"]
+        for item in session.items
+        if hasattr(item, "callspec") and isinstance(item.callspec.params.get("cell"), PlannedCell)
+    ]
+
+
+def _timed_cells(session: BenchSession) -> list[PlannedCell]:
+    """Selected cells that are timed in workloads: not excluded, not dynamic, not already recorded (--resume)."""
+    return [
+        p
+        for p in session.selected
+        if not p.excluded
+        and not p.cell.shape.dynamic
+        and session.recorded.get(p.cell.id) in (None, *RERUN_STATUSES)
+    ]
+
+
+def workload_records(session: BenchSession, planned: PlannedCell) -> list[dict]:
+    """The cell's records: its workload is timed (all its selected cells together) when its first cell's test
+    runs; the others' tests then report what was recorded for them.
+
+    The export phase runs at the first such test: every selected cell exported and probed ahead of timing (under
+    pytest-xdist each worker prepares each workload as it comes, since it runs only some of them).
+    """
+    cell = planned.cell
+    if cell.id in session.done:
+        return session.done.pop(cell.id)
+    cells = [p.cell for p in _timed_cells(session)]
+    if not session.prepared:
+        session.prepared = True
+        if not hasattr(session.config, "workerinput"):
+            session.runner.prepare(cells)
+    key = workload_key(cell)
+    mates = next((g for g in group(cells) if workload_key(g[0]) == key), [cell])
+    if cell not in mates:
+        mates = [cell]
+    session.timed_workloads.add(key)
+    if hasattr(session.config, "workerinput"):
+        session.runner.prepare(mates)
+    out = session.runner.run_workload(mates)
+    session.done.update({k: v for k, v in out.items() if k != cell.id})
+    return out[cell.id]
 
 
 def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> dict:
-    """Body of a suite test: run the cell, keep its record, map its status to a pytest outcome."""
+    """Body of a suite test: run the cell (with its workload), keep its record, map its status to a pytest
+    outcome."""
     cell = planned.cell
     benchmark.group = f"{cell.model}-{cell.head}-{cell.shape.label}-b{cell.batch}"
     resume_cell(session, cell.id)
     try:
-        recs = session.runner.run_cell_all(cell, benchmark_timer(benchmark), skip_reason=planned.excluded)
+        if planned.excluded or cell.shape.dynamic:
+            recs = session.runner.run_cell_all(cell, skip_reason=planned.excluded)
+        else:
+            recs = workload_records(session, planned)
     except RecordWriteError as e:
         session.stop(e)
     rec = recs[0]
     session.records.extend(recs)
     session.primary.append(rec)
+    replay_rounds(benchmark, rec.get("samples_ms"))
     benchmark.extra_info.update(cell_id=cell.id, status=rec["status"], weights=rec["weights"])
+    if rec.get("paired"):
+        benchmark.extra_info.update(
+            paired=rec["paired"]["ratio"], paired_reference=rec["paired"]["reference"]
+        )
     if rec["status"] == "skipped":
         pytest.skip(rec["reason"])
     verdict = session.expected.judge(rec, session.update_command)
@@ -301,6 +399,31 @@ def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> dic
     if verdict.outcome in ("fail", "xpass"):
         pytest.fail(verdict.message, pytrace=False)
     return rec
+
+
+def _write_canary(session: BenchSession, tr) -> None:
+    """env.json's `canary`: how the machine's speed moved through the run (harness.measure.canary)."""
+    runner = session._runner
+    if runner is None:
+        return
+    from harness.core.results_dir import read_env, write_env
+
+    try:
+        env = read_env(session.run_config.run_dir) or {}
+        if runner.canary is None:
+            env["canary"] = {"min": None, "median": None, "max": None, "reason": runner.canary_reason()}
+        else:
+            env["canary"] = runner.canary.summary()
+        write_env(session.run_config.run_dir, env)
+    except (OSError, ValueError, RecordWriteError) as e:
+        tr.write_line(f"canary: not written to env.json ({e})")
+        return
+    c = env["canary"]
+    if c.get("median") is not None:
+        tr.write_line(
+            f"drift canary: median {c['median']:.3f} ms, min {c['min']:.3f}, max {c['max']:.3f} "
+            f"(max/min {c['max_over_min']:.2f}) over {len(c['readings'])} readings"
+        )
 
 
 def existing_run(config: pytest.Config, run_dir: Path, resume: bool) -> dict[str, str]:
@@ -347,13 +470,21 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     tr = terminalreporter
     tr.section("yolo26-bench summary")
     width = max(len(r["cell_id"]) for r in session.records)
-    tr.write_line(f"{'cell':<{width}}  {'status':<14} {'p50 ms':>9} {'p99 ms':>9}  reason")
+    tr.write_line(
+        f"{'cell':<{width}}  {'status':<14} {'p50 ms':>9} {'95% CI':>17} {'rounds':>6} {'vs ref':>7}  reason"
+    )
     for r in session.records:
         lat = r.get("latency_ms") or {}
         p50 = f"{lat['p50']:.2f}" if lat else "-"
-        p99 = f"{lat['p99']:.2f}" if lat else "-"
+        ci = lat.get("p50_ci")
+        ci_text = f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "-"
+        rounds = str(lat.get("rounds", "-")) + ("!" if lat.get("unstable") else "")
+        ratio = (r.get("paired") or {}).get("ratio")
+        vs = f"{ratio:.3f}" if isinstance(ratio, float) else "-"
         reason = (r.get("reason") or "")[:80]
-        tr.write_line(f"{r['cell_id']:<{width}}  {r['status']:<14} {p50:>9} {p99:>9}  {reason}")
+        tr.write_line(
+            f"{r['cell_id']:<{width}}  {r['status']:<14} {p50:>9} {ci_text:>17} {rounds:>6} {vs:>7}  {reason}"
+        )
     counts: dict[str, int] = {}
     for r in session.records:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
@@ -361,6 +492,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     tr.write_line(f"records: {session.run_config.run_dir / 'cells.jsonl'}")
     if session.stopped:  # a write failed: the history and the report would read an incomplete run
         return
+    _write_canary(session, tr)
     if config.getoption("update_expected"):
         added, removed = session.expected.update(session.primary)
         tr.write_line(

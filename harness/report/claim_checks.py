@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from harness.core.results_dir import dig
 from harness.history.stats import p50_interval
-from harness.report import hardware
+from harness.report import hardware, paired
 from harness.report.fmt import fmt_num
 from harness.report.index import RunIndex, workload_key
 from harness.report.load import is_failed, number
@@ -202,7 +202,7 @@ def _baseline_for(idx: RunIndex, rec: dict, baseline: str) -> dict | None:
 @check("speedup_range")
 def _speedup_range(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
     """Each ok cell paired with the baseline backend's cell of the same workload and device: a speedup (baseline
-    p50 over this p50) inside the claimed range agrees."""
+    p50 over this p50, from the paired ratio measured interleaved) inside the claimed range agrees."""
     baseline = claim.params.get("baseline", "torch-eager")
     lo, hi = float(claim.params.get("lo", 0)), claim.params.get("hi")
     points, seen = [], []
@@ -214,9 +214,13 @@ def _speedup_range(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -
         base = _baseline_for(idx, rec, baseline)
         if base is None:
             continue
-        s = (number(base, "latency_ms.p50") or 0.0) / p50
+        r = paired.ratio(rec, base)
+        if r is None:
+            continue
+        s = 1.0 / r.value
         inside = lo <= s and (hi is None or s <= float(hi))
-        said = f"{rec.get('cell_id')}: {fmt_num(s)}× vs {baseline} (p50 {fmt_num(p50)} ms)"
+        how = "paired, interleaved" if r.paired else "separate p50s"
+        said = f"{rec.get('cell_id')}: {fmt_num(s)}× vs {baseline} ({how}; p50 {fmt_num(p50)} ms)"
         points.append(Point(((idx, rec), (idx, base)), inside, said))
     if not points:
         if not seen:
@@ -359,8 +363,12 @@ def _dynamic_works(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -
 
 
 def _relation(fast: dict, other: dict) -> str:
-    """`faster`, `slower` or `tied` (the p50 confidence intervals overlap) for `fast` against `other`; `unknown`
+    """`faster`, `slower` or `tied` for `fast` against `other`: from their paired ratio's 95% interval when they
+    were timed together (it holds 1: tied), else from their p50 confidence intervals (overlap: tied); `unknown`
     when either has too few rounds for an interval."""
+    r = paired.ratio(fast, other)
+    if r is not None and r.paired and r.ci is not None:
+        return r.relation()
     a, b = p50_interval(fast.get("samples_ms") or []), p50_interval(other.get("samples_ms") or [])
     if a is None or b is None:
         return "unknown"

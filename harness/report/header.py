@@ -60,6 +60,7 @@ def run_header(idx: RunIndex, indexes: list[RunIndex]) -> RunHeader:
         ("CPU", str(run.env_value("host", "cpu_model"))),
         ("CPU cores", cores),
         ("CPU threads", _threads_line(run)),
+        ("drift canary", _canary_line(run)),
         ("RAM", f"{run.env_value('host', 'ram_gb')} GB"),
     ]
     cuda = run.env.get("cuda")
@@ -101,6 +102,20 @@ def _threads_line(run) -> str:
     if budget == UNKNOWN:
         return f"budget not recorded ({source}){reported}" if source != UNKNOWN else "not recorded"
     return f"budget {budget} ({source}){reported}"
+
+
+def _canary_line(run) -> str:
+    """How the machine's speed moved through the run: the drift canary's readings (env.json `canary`)."""
+    c = run.env.get("canary")
+    if not isinstance(c, dict):
+        return "not recorded (a run from before the drift canary)"
+    if c.get("median") is None:
+        return f"none: {c.get('reason') or UNKNOWN}"
+    n = len(c.get("readings") or [])
+    return (
+        f"median {c['median']:.3f} ms, min {c['min']:.3f}, max {c['max']:.3f} (max/min "
+        f"{c['max'] / c['min']:.2f}) over {n} readings before and after each workload"
+    )
 
 
 def _first_started(records: list[dict]) -> str:

@@ -226,6 +226,35 @@ def memory_per_backend(indexes: list[RunIndex], color: Palette) -> PlotView:
         return PlotView(key, title, caption, svg=_to_svg(fig, key))
 
 
+def canary_drift(indexes: list[RunIndex], color: Palette) -> PlotView:
+    """The drift canary's readings over each run: how the machine's speed moved while cells were timed."""
+    key, title = "canary", "Machine speed through the run (drift canary)"
+    caption = (
+        "The same small fixed workload (harness/measure/canary.py), timed before and after each workload; a "
+        "reading twice as high means the machine ran at half speed then. Backends of one workload were timed "
+        "interleaved, so their paired ratios cancel this drift; absolute p50s do not."
+    )
+    runs = []
+    for idx in indexes:
+        c = idx.run.env.get("canary") if isinstance(idx.run.env.get("canary"), dict) else {}
+        pts = [(r["t_s"], r["ms"]) for r in c.get("readings") or [] if isinstance(r, dict)]
+        if pts:
+            runs.append((idx, pts))
+    if not runs:
+        return PlotView(key, title, caption, empty_reason="no run of this report recorded canary readings")
+    with _rc():
+        fig = _figure(7, 2.4, bottom=0.6, legend=False)
+        ax = fig.subplots()
+        for idx, pts in runs:
+            ax.plot([t for t, _ in pts], [m for _, m in pts], marker=".", label=f"[{idx.position + 1}]")
+        ax.set_xlabel("seconds since the first reading")
+        ax.set_ylabel("canary median (ms)")
+        ax.set_ylim(bottom=0)
+        if len(runs) > 1:
+            ax.legend(frameon=False)
+        return PlotView(key, title, caption, svg=_to_svg(fig, key))
+
+
 def gflops_per_cell(indexes: list[RunIndex], color: Palette) -> PlotView:
     """Achieved GFLOP/s of each cell against its model GFLOPs."""
     key, title = "gflops-per-cell", "Achieved GFLOP/s per cell"
@@ -292,7 +321,7 @@ def _rc():
 
 
 def all_plots(indexes: list[RunIndex]) -> list[PlotView]:
-    """The report's four plots, in page order."""
+    """The report's plots, in page order."""
     many = len(indexes) > 1
     color = Palette(_series_label(idx, rec, many) for idx, rec in _measured(indexes))
     return [
@@ -300,4 +329,5 @@ def all_plots(indexes: list[RunIndex]) -> list[PlotView]:
         latency_vs_shape(indexes, color),
         memory_per_backend(indexes, color),
         gflops_per_cell(indexes, color),
+        canary_drift(indexes, color),
     ]

@@ -2,9 +2,10 @@
 
 Latency-type use cases compare backends on one workload (same model, task, head, shape, batch and precision) and
 one timing scope (a `model` p50 is never ranked against a `model+h2d+d2h` one), the group where the most backends
-qualify, so a winner is never a smaller model beating a larger one. Two backends whose p50 confidence intervals
-(harness.history.stats.p50_interval, from each record's rounds) overlap are tied, and a tie is reported as one,
-never as a winner and a runner-up; a record with too few rounds for an interval cannot be told apart either.
+qualify, so a winner is never a smaller model beating a larger one. Two backends timed together (interleaved) are
+tied when the 95% interval of their paired p50 ratio holds 1 (harness.report.paired); backends not timed together
+are tied when their p50 confidence intervals overlap. A tie is reported as one, never as a winner and a runner-up;
+a record with too few rounds for an interval cannot be told apart either.
 Unknown is unknown: a backend that does not report its operator fallback is not taken to have none.
 Each recommendation names the winning cell, the runner-up and the numbers behind the choice, the tied cells, or
 says why no measured cell qualifies.
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.history.stats import Interval, p50_interval
+from harness.report import paired
 from harness.report.fmt import fmt_bytes, fmt_num
 from harness.report.index import RunIndex, export_only_backends, row_sort, workload_key
 from harness.report.load import number, run_shape
@@ -114,7 +116,10 @@ def _pool_reason(pool: list[Cand], what: str, lacking: int = 0, metric_name: str
 
 
 def latency_interval(rec: dict) -> Interval | None:
-    """The p50's 95% confidence interval from the record's rounds; None with too few rounds."""
+    """The p50's 95% confidence interval: the record's `p50_ci`, else from its rounds; None with too few rounds."""
+    ci = (rec.get("latency_ms") or {}).get("p50_ci") if isinstance(rec.get("latency_ms"), dict) else None
+    if isinstance(ci, list) and len(ci) == 2:
+        return Interval(float(ci[0]), float(ci[1]))
     samples = rec.get("samples_ms")
     return p50_interval(samples) if isinstance(samples, list) else None
 
@@ -132,26 +137,38 @@ def split_ties(
 ) -> tuple[list[Cand], str | None]:
     """The entrants that cannot be told apart from the first of `ranked` (itself included), and why.
 
-    Tied: the p50 intervals overlap, or either has too few rounds for an interval (unknown, so not separable).
-    One entrant alone is never a tie.
+    Two cells timed together (one workload, interleaved) are tied when the 95% interval of their paired p50 ratio
+    holds 1 (harness.report.paired); cells that were not timed together are tied when their p50 intervals overlap,
+    or either has too few rounds for an interval (unknown, so not separable). One entrant alone is never a tie.
     """
     if interval is None or len(ranked) < 2:
         return ranked[:1], None
     first = interval(ranked[0][1])
-    tied, unknown = [ranked[0]], first is None
+    tied, unknown, by_pair, by_overlap = [ranked[0]], False, False, False
     for cand in ranked[1:]:
+        r = paired.ratio(cand[1], ranked[0][1])
+        if r is not None and r.paired and r.ci is not None:
+            if r.relation() == "tied":
+                tied.append(cand)
+                by_pair = True
+            continue
         ci = interval(cand[1])
         if first is None or ci is None or ci.overlaps(first):
             tied.append(cand)
-            unknown |= ci is None
+            unknown |= first is None or ci is None
+            by_overlap = True
     if len(tied) < 2:
         return tied, None
-    why = "their p50 95% confidence intervals overlap"
-    if unknown:
-        why = (
+    reasons = []
+    if by_pair:
+        reasons.append("the 95% interval of their paired p50 ratio (timed interleaved) holds 1")
+    if by_overlap and unknown:
+        reasons.append(
             "their p50s cannot be told apart: an interval needs at least 6 timed rounds, and some have fewer"
         )
-    return tied, why
+    elif by_overlap:
+        reasons.append("their p50 95% confidence intervals overlap (not timed together)")
+    return tied, "; ".join(reasons)
 
 
 @dataclass(frozen=True)
@@ -243,7 +260,19 @@ def _ci_text(rec: dict) -> str:
 
 
 def _latency_numbers(rec: dict) -> str:
-    return f"p50 {_ms(rec)}{_ci_text(rec)}, p99 {_ms(rec, 'latency_ms.p99')}, timing scope {_scope(rec)}"
+    rounds = number(rec, "latency_ms.rounds")
+    tail = f", {int(rounds)} rounds" if rounds is not None else ""
+    p99 = number(rec, "latency_ms.p99")
+    if p99 is not None:
+        tail += f", p99 {_ms(rec, 'latency_ms.p99')}"
+    if (rec.get("latency_ms") or {}).get("unstable"):
+        tail += ", unstable (rounds scattered)"
+    pr = rec.get("paired") or {}
+    if isinstance(pr.get("ratio"), int | float) and pr.get("reference") != rec.get("cell_id"):
+        ci = pr.get("ratio_ci")
+        ci_text = f" [{fmt_num(ci[0])}-{fmt_num(ci[1])}]" if ci else ""
+        tail += f", {fmt_num(pr['ratio'])}×{ci_text} the p50 of {pr.get('reference_backend')} (paired)"
+    return f"p50 {_ms(rec)}{_ci_text(rec)}{tail}, timing scope {_scope(rec)}"
 
 
 def _scope(rec: dict) -> str:

@@ -7,7 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from harness.core.results_dir import dig
-from harness.report.fmt import Notes, Shown, derived
+from harness.report import paired
+from harness.report.fmt import Notes, Shown, derived, fmt_num
 from harness.report.fmt import field as show_field
 from harness.report.index import REFERENCE_BACKEND, RunIndex, row_sort
 from harness.report.load import is_failed, null_reason, number, run_shape
@@ -131,17 +132,41 @@ def _sources(rec: dict) -> str:
 
 
 def speedup(idx: RunIndex, rec: dict, notes: Notes) -> Shown:
-    """torch-eager p50 / this p50, same workload and device in the same run."""
+    """torch-eager's p50 over this p50, same workload and device in the same run: the paired ratio measured
+    interleaved (harness.report.paired), with its 95% interval; the ratio of separate p50s only for cells that were
+    not timed together (said in the cell)."""
     if rec.get("backend") == REFERENCE_BACKEND:
         return Shown("ref", 1.0)
     p50 = number(rec, "latency_ms.p50")
     if p50 is None or p50 <= 0:
         return notes.na(null_reason(rec, "latency_ms.p50"))
     eager = idx.eager_for(rec)
-    eager_p50 = number(eager, "latency_ms.p50") if eager else None
-    if eager_p50 is None:
+    r = paired.ratio(rec, eager) if eager else None
+    if r is None:
         return notes.na(f"no torch-eager cell ran ok for this workload on {rec.get('device')}")
-    return derived(eager_p50 / p50, None, notes, suffix="×")
+    text = fmt_num(1.0 / r.value, 3) + "×"
+    if r.ci is not None:
+        text += f" [{fmt_num(1.0 / r.ci[1], 3)}–{fmt_num(1.0 / r.ci[0], 3)}]"
+    elif not r.paired:
+        text += " (unpaired)"
+    return Shown(text, 1.0 / r.value)
+
+
+def p50_spread(rec: dict, notes: Notes) -> tuple[Shown, Shown]:
+    """The p50's 95% interval and the rounds it rests on (marked when the rounds scattered: `unstable`)."""
+    lat = rec.get("latency_ms") if isinstance(rec.get("latency_ms"), dict) else {}
+    ci = lat.get("p50_ci")
+    if isinstance(ci, list) and len(ci) == 2:
+        shown_ci = Shown(f"{fmt_num(ci[0], 3)}–{fmt_num(ci[1], 3)}", ci[0])
+    else:
+        shown_ci = notes.na(null_reason(rec, "latency_ms.p50_ci"))
+    rounds = number(rec, "latency_ms.rounds")
+    if rounds is None:
+        return shown_ci, notes.na(null_reason(rec, "latency_ms.rounds"))
+    text = str(int(rounds))
+    if lat.get("unstable"):
+        text += f" unstable ({fmt_num(100 * float(lat.get('scatter') or 0), 2)}% scatter)"
+    return shown_ci, Shown(text, rounds)
 
 
 def achieved_gflops(rec: dict, notes: Notes) -> Shown:
@@ -209,6 +234,7 @@ def measured_rows(
             if with_compile:
                 values["compile_s"] = show_field(rec, "compile_s", notes)
             values["speedup"] = speedup(idx, rec, notes)
+            values["p50_ci"], values["rounds"] = p50_spread(rec, notes)
             values["gflops_s"] = achieved_gflops(rec, notes)
             requested, executed = rec.get("precision_requested"), rec.get("precision_executed")
             precision = f"{requested} → {executed}" if executed and executed != requested else str(requested)

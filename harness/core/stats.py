@@ -1,0 +1,67 @@
+"""Statistics of timed rounds shared by the measurement, the report and the history: the median, a robust spread
+and the p50's distribution-free confidence interval (scipy's order-statistic interval, exact for few rounds).
+
+No heavy imports at module level: scipy is imported inside the function that needs it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# Scale factor that makes the MAD a consistent estimator of the standard deviation for normal data.
+MAD_TO_SIGMA = 1.4826
+# The p50 interval's coverage.
+CONFIDENCE = 0.95
+
+
+def median(values: Sequence[float]) -> float:
+    """Median of a non-empty sequence."""
+    if not values:
+        raise ValueError("median of no values")
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def robust_spread(values: Sequence[float]) -> float | None:
+    """1.4826 x the median absolute deviation: a standard deviation estimate that ignores outliers.
+
+    None (unknown) for fewer than two values: one value says nothing about spread, and zero would claim it does.
+    """
+    if len(values) < 2:
+        return None
+    m = median(values)
+    return MAD_TO_SIGMA * median([abs(v - m) for v in values])
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A confidence interval of a p50, in the samples' unit."""
+
+    lo: float
+    hi: float
+    level: float = CONFIDENCE
+
+    def overlaps(self, other: Interval) -> bool:
+        return self.lo <= other.hi and other.lo <= self.hi
+
+
+def p50_interval(samples: Sequence[float], level: float = CONFIDENCE) -> Interval | None:
+    """The distribution-free confidence interval of the median of `samples` (order statistics, binomial coverage:
+    `scipy.stats.quantile_test(...).confidence_interval`).
+
+    None when the rounds are too few for the level (fewer than 6 rounds for 95%): the interval is unknown, not
+    zero-width.
+    """
+    from scipy import stats
+
+    values = [float(v) for v in samples if isinstance(v, int | float) and math.isfinite(v)]
+    if len(values) < 2:
+        return None
+    ci = stats.quantile_test(values, q=median(values), p=0.5).confidence_interval(level)
+    lo, hi = float(ci.low), float(ci.high)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return Interval(lo, hi, level)

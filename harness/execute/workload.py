@@ -1,0 +1,209 @@
+"""Workloads: the cells that differ only in their backend, timed together, and the export phase ahead of them.
+
+A workload is one model, task, head, device, shape, batch and precision. Its cells' runners are loaded together and
+timed interleaved (harness.measure.interleave), so every backend's rounds sample the same machine states, and each
+ok cell gets its paired ratio to the workload's reference (torch-eager where it ran ok) and to every other ok cell.
+Memory is measured apart: host memory in the probe's fresh process, and a tracker of one runtime's memory
+(`Tracker.solo_only`) stops after its runner's warm-up, before the next runner loads.
+
+The export phase runs first (`prepare_all`): every planned cell is planned, exported (or found in the cache) and
+probed in a pool of threads, each export and probe being its own process, so the timed rounds later run on a quiet
+machine and the cold wall time drops. Each attempt then goes on from its load when its workload is timed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from harness import backends
+from harness.core.cell import Cell
+from harness.core.record import set_null
+from harness.execute.stages import (
+    STAGES,
+    Attempt,
+    AttemptState,
+    advance,
+    contestant,
+    end,
+    load,
+    start_timed,
+    timed_rounds,
+)
+from harness.measure.canary import around
+from harness.measure.interleave import Interleaved, run_interleaved
+
+if TYPE_CHECKING:
+    from harness.execute.attempt import CellRunner
+
+log = logging.getLogger(__name__)
+
+REFERENCE_BACKEND = "torch-eager"
+
+
+def workload_key(cell: Cell) -> tuple:
+    """What the cells of one workload share: everything but the backend."""
+    return (cell.size, cell.task, cell.head, cell.device, cell.shape.label, cell.batch, cell.precision)
+
+
+def workload_label(cell: Cell) -> str:
+    return f"{cell.model}-{cell.task}-{cell.head}-{cell.device}-{cell.shape.label}-b{cell.batch}-{cell.precision}"
+
+
+def group(cells: list[Cell]) -> list[list[Cell]]:
+    """`cells` grouped by workload, in the order each workload first appears."""
+    out: dict[tuple, list[Cell]] = {}
+    for c in cells:
+        out.setdefault(workload_key(c), []).append(c)
+    return list(out.values())
+
+
+# -- the export phase ----------------------------------------------------------------------------------------------
+def prepare_all(svc: CellRunner, cells: list[Cell], workers: int) -> dict[str, AttemptState]:
+    """Plan, export and probe every cell (dynamic ones excepted: their export is a sweep of its own), `workers` at
+    once; cell id -> its attempt, stopped before its load."""
+    todo = [c for c in cells if not c.shape.dynamic]
+    for c in todo:  # checkpoints are built once, before the threads start (they write to the cache)
+        if svc.unrunnable(c) is None:
+            svc.materialize(c)
+    if todo:
+        svc.progress(f"export phase: {len(todo)} cells, {workers} at once")
+    t0 = time.perf_counter()
+
+    def one(cell: Cell) -> AttemptState:
+        s = svc.state(Attempt(cell, cell.id))
+        try:
+            advance(svc, s, until=load)
+        except Exception as e:  # a harness bug in one cell must not lose the others
+            svc.crashed(s, e)
+            s.next_stage = len(STAGES)
+        s.rec["_prep_s"] = time.perf_counter() - s.rec["_t0"]
+        return s
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="export") as pool:
+        states = list(pool.map(one, todo))
+    if todo:
+        svc.progress(f"export phase done in {time.perf_counter() - t0:.1f}s")
+    return {s.attempt.cell_id: s for s in states}
+
+
+# -- one workload --------------------------------------------------------------------------------------------------
+def run_workload(svc: CellRunner, cells: list[Cell]) -> dict[str, list[dict]]:
+    """Load the workload's cells, time them interleaved, check parity, and write their records (then each failed
+    cell's remedy attempts, timed alone). Returns cell id -> records."""
+    states = [_resume(svc, c) for c in cells]
+    ready = []
+    for s in states:
+        try:
+            if advance(svc, s, until=timed_rounds):
+                _stop_solo(s)
+                ready.append(s)
+        except Exception as e:
+            svc.crashed(s, e)
+            s.next_stage = len(STAGES)
+    if ready:
+        _time_together(svc, ready, workload_label(cells[0]))
+    for s in states:
+        try:
+            advance(svc, s)
+        except Exception as e:
+            svc.crashed(s, e)
+        finally:
+            end(s)
+    set_paired(states)
+    out = {}
+    for s in states:
+        rec = svc.finish(s)
+        out[s.attempt.cell_id] = [rec, *svc.remedies(s.cell, rec)]
+    return out
+
+
+def _resume(svc: CellRunner, cell: Cell) -> AttemptState:
+    """The cell's attempt: from the export phase when it ran there, else a fresh one."""
+    s = svc.prepared.pop(cell.id, None)
+    if s is None:
+        return svc.state(Attempt(cell, cell.id))
+    s.rec["_t0"] = time.perf_counter() - s.rec.pop("_prep_s", 0.0)  # duration_s: export phase + this phase
+    return s
+
+
+def _stop_solo(s: AttemptState) -> None:
+    """Stop the trackers of one runtime's own quantities (memory) before the next runner loads."""
+    for t in [t for t in s.trackers if t.solo_only]:
+        try:
+            t.stop(0)
+            t.fill(s.rec)
+        except Exception as e:  # a measurement that fails must not lose the cell
+            log.exception("tracker %s failed", type(t).__name__)
+            set_null(s.rec, t.field or type(t).__name__, f"tracker failed: {type(e).__name__}: {e}")
+        s.trackers.remove(t)
+
+
+def _time_together(svc: CellRunner, ready: list[AttemptState], label: str) -> Interleaved:
+    """The interleaved timed rounds of the loaded runners, with the canary read before and after."""
+    names = ", ".join(s.cell.backend for s in ready)
+    svc.progress(f"{label}: timing {len(ready)} runner(s) interleaved ({names})")
+    before = svc.read_canary(f"before {label}")
+    for s in ready:
+        start_timed(s)
+    rng = random.Random(zlib.crc32(label.encode()))  # a reproducible order per workload
+    timed = run_interleaved([contestant(s) for s in ready], svc.config.rounds_policy(), rng=rng)
+    canary = around(before, svc.read_canary(f"after {label}"))
+    for s in ready:
+        s.timed, s.canary = timed, canary
+    svc.progress(f"{label}: {timed.trials} trials in {timed.elapsed_s:.1f}s ({timed.stop})")
+    return timed
+
+
+# -- paired ratios -------------------------------------------------------------------------------------------------
+def _order(s: AttemptState) -> tuple:
+    name = s.cell.backend
+    try:
+        order = backends.get(name).display_order
+    except KeyError:
+        order = 999
+    return (name != REFERENCE_BACKEND, order, name)
+
+
+def set_paired(states: list[AttemptState]) -> None:
+    """Each ok cell's `paired`: its p50 over the reference's (torch-eager where it ran ok, else the first ok backend
+    in the registry's order), and over every other ok cell of the workload, from the trials they shared."""
+    ok = [s for s in states if s.rec["status"] == "ok" and s.timed is not None]
+    timed = ok[0].timed if ok else None
+    if len(ok) < 2 or timed is None or any(s.timed is not timed for s in ok):
+        for s in states:
+            why = (
+                "the only ok backend of its workload in this run"
+                if s.rec["status"] == "ok"
+                else f"not an ok cell ({s.rec['status']})"
+            )
+            set_null(s.rec, "paired", why)
+        return
+    ref = min(ok, key=_order)
+    ref_id = ref.attempt.cell_id
+    for s in states:
+        key = s.attempt.cell_id
+        if s not in ok:
+            set_null(s.rec, "paired", f"not an ok cell ({s.rec['status']})")
+            continue
+        mine = timed.paired(key, ref_id) if key != ref_id else None
+        others = {}
+        for o in ok:
+            if o is not s:
+                p = timed.paired(key, o.attempt.cell_id)
+                if p is not None:
+                    others[o.attempt.cell_id] = {k: v for k, v in p.to_dict().items() if k != "reference"}
+        s.rec["paired"] = {
+            "reference": ref_id,
+            "reference_backend": ref.cell.backend,
+            "ratio": 1.0 if key == ref_id else (mine.ratio if mine else None),
+            "ratio_ci": [1.0, 1.0] if key == ref_id else (mine.to_dict()["ratio_ci"] if mine else None),
+            "trials": mine.trials if mine else timed.trials,
+            "estimator": "median over trials of (block median / reference block median); 95% order-statistic "
+            "interval",
+            "others": others,
+        }

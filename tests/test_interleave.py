@@ -1,0 +1,136 @@
+"""Interleaved timing (harness.measure.interleave) on injected runners whose speed is known: sleeps, so the figures
+hold on a loaded machine too (a sleep's length does not depend on how busy the CPU is)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from harness.core.record import Latency
+from harness.core.stats import median
+from harness.measure.interleave import Contestant, RoundsPolicy, run_interleaved, sequential
+
+
+class Drift:
+    """The machine's speed: 1.0 at the start, growing linearly to `end` over `span_s` seconds, then flat."""
+
+    def __init__(self, end: float, span_s: float) -> None:
+        self.t0 = time.perf_counter()
+        self.end, self.span_s = end, span_s
+
+    def factor(self) -> float:
+        frac = min(1.0, (time.perf_counter() - self.t0) / self.span_s)
+        return 1.0 + (self.end - 1.0) * frac
+
+
+def sleeper(base_ms: float, drift: Drift | None = None, jitter: float = 0.0, seed: int = 0):
+    rng = random.Random(seed)
+
+    def call() -> None:
+        f = drift.factor() if drift else 1.0
+        time.sleep(base_ms / 1000.0 * f * (1.0 + rng.uniform(-jitter, jitter)))
+
+    return call
+
+
+def test_drift_interleaved_ratio_stays_right_while_sequential_p50s_do_not():
+    # A (2 ms) and B (3 ms) on a machine that slows down 2x over the test: the true ratio B/A is 1.5 throughout.
+    policy = RoundsPolicy(fixed_rounds=60, block_s=0.012, min_trials=10)
+    drift = Drift(end=2.0, span_s=0.3)
+    seq = sequential(
+        [Contestant("a", sleeper(2.0, drift), 2.0), Contestant("b", sleeper(3.0, drift), 3.0)], 60
+    )
+    seq_ratio = median(seq["b"]) / median(seq["a"])
+    drift = Drift(end=2.0, span_s=0.3)
+    res = run_interleaved(
+        [Contestant("a", sleeper(2.0, drift), 2.0), Contestant("b", sleeper(3.0, drift), 3.0)], policy
+    )
+    paired = res.paired("b", "a")
+    assert paired is not None and paired.reference == "a"
+    assert paired.ratio == pytest.approx(1.5, rel=0.05)
+    assert paired.ratio_ci.lo <= paired.ratio <= paired.ratio_ci.hi
+    # timed one after the other, B ran on the slower half of the drift: its p50 ratio is far off
+    assert abs(seq_ratio - 1.5) / 1.5 > 0.2, seq_ratio
+    assert len(res.timings["a"].samples) == len(res.timings["b"].samples) == 60
+    assert res.stop == "--rounds 60 reached"
+
+
+def test_each_trial_shuffles_the_order_and_gives_every_runner_one_block():
+    calls = [Contestant(k, sleeper(0.5), 0.5) for k in "abc"]
+    res = run_interleaved(calls, RoundsPolicy(fixed_rounds=20, block_s=0.001), rng=random.Random(3))
+    assert all(sorted(o) == ["a", "b", "c"] for o in res.orders)
+    assert len({tuple(o) for o in res.orders}) > 1  # not one fixed order
+    assert all(len(t.samples) == 20 for t in res.timings.values())
+
+
+def test_rounds_stop_when_the_p50_interval_is_within_2_percent():
+    steady = RoundsPolicy(block_s=0.01, max_time_s=10.0)
+    res = run_interleaved([Contestant("a", sleeper(1.0, jitter=0.005), 1.0)], steady)
+    assert res.stop == "every p50 interval within +-2%"
+    lat = Latency.from_samples(res.timings["a"].samples, "model")
+    assert (lat.p50_ci[1] - lat.p50_ci[0]) / 2 <= 0.02 * lat.p50
+    assert res.elapsed_s < 5.0
+
+
+def test_a_noisy_runner_stops_at_the_time_cap_but_never_below_the_minimum_rounds():
+    noisy = RoundsPolicy(block_s=0.005, max_time_s=0.3, min_trials=3)
+    res = run_interleaved([Contestant("a", sleeper(1.0, jitter=0.9, seed=1), 1.0)], noisy)
+    assert res.stop.startswith("time cap reached")
+    tiny_cap = RoundsPolicy(block_s=0.001, max_time_s=0.0001, min_trials=1)
+    res = run_interleaved([Contestant("slow", sleeper(5.0, jitter=0.9), 5.0)], tiny_cap)
+    assert len(res.timings["slow"].samples) == 10  # at least 10 rounds always
+
+
+def test_scattering_runner_is_flagged_unstable_and_a_steady_one_is_not():
+    rng = random.Random(0)
+    scattered = [rng.choice((2.0, 2.5, 3.0, 4.0)) for _ in range(40)]
+    steady = [2.0 + rng.uniform(-0.02, 0.02) for _ in range(40)]
+    assert Latency.from_samples(scattered, "model").unstable is True
+    lat = Latency.from_samples(steady, "model")
+    assert lat.unstable is False and lat.scatter < 0.02
+
+
+@pytest.mark.parametrize(
+    ("rounds", "p90", "p99"), [(10, False, False), (19, False, False), (20, True, False), (100, True, True)]
+)
+def test_p90_and_p99_are_null_with_a_reason_below_their_rounds(rounds, p90, p99):
+    lat = Latency.from_samples([float(i + 1) for i in range(rounds)], "model")
+    reasons = lat.null_reasons()
+    assert (lat.p90 is not None) is p90 and (lat.p99 is not None) is p99
+    if not p90:
+        assert (
+            reasons["p90"] == f"too few timed rounds for this percentile: needs at least 20, {rounds} timed"
+        )
+    if not p99:
+        assert "needs at least 100" in reasons["p99"]
+    else:
+        assert "p99" not in reasons and lat.p99 < lat.max  # 100 rounds: p99 is no longer the maximum
+    assert lat.rounds == rounds and lat.p50_ci[0] <= lat.p50 <= lat.p50_ci[1]
+
+
+def test_a_runner_that_fails_leaves_and_the_others_go_on():
+    n = [0]
+
+    def breaks() -> None:
+        n[0] += 1
+        if n[0] > 3:
+            raise RuntimeError("device lost")
+
+    res = run_interleaved(
+        [Contestant("ok", sleeper(0.5), 0.5), Contestant("bad", breaks, 0.5)],
+        RoundsPolicy(fixed_rounds=30, block_s=0.002),
+    )
+    assert isinstance(res.timings["bad"].error, RuntimeError)
+    assert len(res.timings["ok"].samples) == 30
+
+
+def test_block_hooks_bracket_every_block():
+    events = []
+    c = Contestant(
+        "a", sleeper(0.2), 0.2, resume=lambda: events.append("resume"), pause=lambda: events.append("pause")
+    )
+    res = run_interleaved([c], RoundsPolicy(fixed_rounds=12, block_s=0.0005))
+    blocks = sum(1 for b in res.timings["a"].blocks if b)
+    assert events == ["resume", "pause"] * blocks
