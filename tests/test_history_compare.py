@@ -34,9 +34,21 @@ def cid(name: str) -> str:
 
 
 def build_run(
-    root: Path, i: int, rng: random.Random, *, factor=None, status=None, mem=None, drop=(), add=(), env=None
+    root: Path,
+    i: int,
+    rng: random.Random,
+    *,
+    factor=None,
+    status=None,
+    mem=None,
+    drop=(),
+    add=(),
+    env=None,
+    speed=1.0,
+    canary=None,
 ):
-    """Run number i of a nightly series; factor/status/mem override cells by name."""
+    """Run number i of a nightly series; factor/status/mem override cells by name. `speed` slows the whole machine
+    (every cell's time x speed); `canary` (ms at speed 1) adds drift-canary readings that move with it."""
     factor, status, mem = factor or {}, status or {}, mem or {}
     run_id = f"nightly-{i:03d}"
     env = env or make_env(run_id, f"2026-11-{i:02d}T02:00:00+00:00")
@@ -47,10 +59,18 @@ def build_run(
         drift = rng.lognormvariate(0.0, NOISE.run_sigma)
         st = status.get(name, "ok")
         samples = (
-            noisy_samples(rng, p50 * drift * factor.get(name, 1.0), ROUNDS, NOISE) if st == "ok" else None
+            noisy_samples(rng, p50 * drift * speed * factor.get(name, 1.0), ROUNDS, NOISE)
+            if st == "ok"
+            else None
         )
         m = mem.get(name, dev_mem)
-        records.append(make_record(run_id, c, status=st, samples_ms=samples, device_mem_mib=m))
+        rec = make_record(run_id, c, status=st, samples_ms=samples, device_mem_mib=m)
+        if canary is not None:
+            reading = canary * speed * rng.lognormvariate(0.0, 0.01)
+            rec["canary_ms"] = {"before": reading, "after": reading, "mean": reading}
+        records.append(rec)
+    if canary is not None:
+        env = dict(env, canary={"min": canary * speed, "median": canary * speed, "max": canary * speed})
     return write_run(root, env, records)
 
 
@@ -337,3 +357,47 @@ def test_one_run_baseline_spread_is_never_zero(tmp_path):
     )  # the same change without the spread margin
     assert [f.cell_id for f in tight.regressions] == [c.id]
     assert "baseline rounds' spread" in tight.regressions[0].detail
+
+
+def canary_history(tmp_path: Path, seed: int, canary, **last) -> tuple[Path, str]:
+    rng = random.Random(seed)
+    db = tmp_path / "history.sqlite"
+    for i in range(1, 6):
+        import_run_dir(db, build_run(tmp_path / "results", i, rng, canary=canary))
+    last_dir = build_run(tmp_path / "results", 6, rng, canary=canary, **last)
+    import_run_dir(db, last_dir)
+    return db, last_dir.name
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_machine_slower_as_a_whole_is_not_a_regression_when_the_canary_saw_it(tmp_path, seed):
+    db, run_id = canary_history(tmp_path, seed, canary=0.5, speed=1.5)
+    result = compare(db, run_id)
+    assert [f for f in result.regressions if f.kind == "latency"] == []
+    assert any(
+        "drift canary moved beyond its usual band" in n and "slower than usual" in n for n in result.notes
+    )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_without_the_canary_the_same_slow_machine_reads_as_regressions(tmp_path, seed):
+    db, run_id = canary_history(tmp_path, seed, canary=None, speed=1.5)
+    result = compare(db, run_id)
+    flagged = {f.cell_id for f in result.regressions if f.kind == "latency"}
+    assert flagged == {c.id for c, _, _ in CELLS.values()}
+    assert all("raw p50s" in f.detail for f in result.regressions)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_cell_slowed_on_a_slow_machine_is_still_the_one_flagged_with_the_canary_note(tmp_path, seed):
+    db, run_id = canary_history(tmp_path, seed, canary=0.5, speed=1.5, factor={"trt-s": 1.25})
+    result = compare(db, run_id)
+    (finding,) = [f for f in result.regressions if f.kind == "latency"]
+    assert finding.cell_id == cid("trt-s") and finding.change_pct == pytest.approx(25, abs=6)
+    assert "canary-normalised" in finding.detail and "usual band" in finding.detail
+
+
+def test_a_steady_canary_adds_no_note(tmp_path):
+    db, run_id = canary_history(tmp_path, 0, canary=0.5)
+    result = compare(db, run_id)
+    assert not any("canary" in n for n in result.notes) and result.regressions == []

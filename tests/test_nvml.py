@@ -398,7 +398,13 @@ def test_energy_tracker_counts_the_timed_rounds_only():
     t.start()
     h["energy"] = [1000]  # load and warm-up drew 900 mJ that must not count
     t.start_timed()
-    h["energy"] = [3000]  # 2000 mJ over the timed rounds
+    t.resume()
+    h["energy"] = [2200]  # 1200 mJ over this runner's first block of timed rounds
+    t.pause()
+    h["energy"] = [5000]  # another runner's block of the workload (interleaved): not counted
+    t.resume()
+    h["energy"] = [5800]  # 800 mJ over its second block
+    t.pause()
     t.stop(4)
     h["energy"] = [99_999]  # parity and the next cell: not counted either
     rec = {}
@@ -417,6 +423,8 @@ def test_energy_tracker_null_reasons():
     t = EnergyTracker(nvml=FakeNvml([h]), handle=h)
     t.start()
     t.start_timed()
+    t.resume()
+    t.pause()
     t.stop(5)
     rec = {}
     t.fill(rec)
@@ -436,8 +444,14 @@ def test_energy_tracker_null_reasons():
     t.stop(0)  # the first timed round failed
     t.fill(rec := {})
     assert rec["null_reasons"]["energy.per_inference_j"] == "no timed round completed"
+    t.start_timed()
+    t.stop(2)  # rounds reported, but no block of them was metered
+    t.fill(rec := {})
+    assert rec["null_reasons"]["energy.per_inference_j"] == "no block of timed rounds was metered"
     h["energy"] = [10, 20]
     t.start_timed()
+    t.resume()
+    t.pause()
     t.stop(2)
     t.fill(rec := {})
     assert "shorter than 60.0 s" in rec["energy"]["source"]

@@ -187,3 +187,35 @@ def test_dynamic_ties_use_the_record_timed_at_the_worst_shape():
     close = [_dyn("openvino", 320, 5.0), _dyn("openvino", 640, 30.02)]
     tie = dynamic_inputs(indexes(*ort, *close))
     assert tie.winner is None and {p.backend for p in tie.tied} == {"openvino", "onnxruntime"}
+
+
+def _pair(a: dict, b: dict, ratio: float, lo: float, hi: float) -> None:
+    """Record that `a` and `b` were timed together: a's p50 over b's is `ratio` [lo, hi] (and b's over a's its
+    inverse)."""
+    a["paired"] = {"reference": b["cell_id"], "ratio": ratio, "ratio_ci": [lo, hi], "others": {}}
+    b["paired"] = {
+        "reference": b["cell_id"],
+        "ratio": 1.0,
+        "ratio_ci": [1.0, 1.0],
+        "others": {a["cell_id"]: {"ratio": 1 / ratio, "ratio_ci": [1 / hi, 1 / lo]}},
+    }
+
+
+def test_paired_ratio_separates_what_overlapping_p50_intervals_would_tie():
+    # drift made both cells' rounds scatter widely (their p50 intervals overlap), but timed interleaved the one is
+    # 4% faster in every trial: the paired interval excludes 1, so there is a winner
+    ov, ort = rec("openvino", 10.0, spread=0.2), rec("onnxruntime", 10.4, spread=0.2)
+    assert split_ties([(None, ov), (None, ort)], _ci)[1] is not None  # unpaired: a tie
+    _pair(ort, ov, 1.04, 1.02, 1.06)
+    result = cpu_edge(ov, ort)
+    assert result.winner.backend == "openvino" and result.runner_up.backend == "onnxruntime"
+    assert "(paired)" in result.runner_up.numbers
+
+
+def test_paired_ratio_holding_1_is_a_tie_even_when_the_p50_intervals_are_apart():
+    ov, ort = rec("openvino", 10.0), rec("onnxruntime", 11.0)
+    assert cpu_edge(ov, ort).winner.backend == "openvino"  # unpaired: apart
+    _pair(ort, ov, 1.01, 0.98, 1.05)  # timed together, the machine slowed while one was timed: no difference
+    result = cpu_edge(ov, ort)
+    assert result.winner is None and [p.backend for p in result.tied] == ["openvino", "onnxruntime"]
+    assert "paired p50 ratio" in result.tie_reason

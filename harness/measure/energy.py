@@ -75,6 +75,7 @@ class EnergyTracker(Tracker):
         self.meter: EnergyMeter | None = None
         self.joules = 0.0
         self.window = 0.0
+        self.timed = False  # start_timed was called
         self.rounds: int | None = None
         self.per_inference_j: float | None = None
 
@@ -89,6 +90,7 @@ class EnergyTracker(Tracker):
         self.rounds = None
         self.joules = 0.0
         self.window = 0.0
+        self.timed = True
 
     def resume(self) -> None:
         """Each block of this runner's timed rounds is metered on its own; the blocks of other runners between
@@ -120,12 +122,14 @@ class EnergyTracker(Tracker):
     def _null_reason(self) -> str:
         if self.reason:
             return self.reason
-        if self.meter is None:
+        if not self.timed:
             return "no timed rounds ran"
         if self.rounds is None:
             return "the timed rounds did not finish"
         if self.rounds <= 0:
             return "no timed round completed"
+        if self.meter is None:
+            return "no block of timed rounds was metered"
         return "the energy counter gave no reading"
 
     def fill(self, rec: dict) -> None:

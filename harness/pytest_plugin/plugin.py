@@ -360,6 +360,8 @@ def workload_records(session: BenchSession, planned: PlannedCell) -> list[dict]:
     if cell not in mates:
         mates = [cell]
     session.timed_workloads.add(key)
+    for m in mates:  # --resume: every mate's earlier crashed/timed-out records go aside before the group runs
+        resume_cell(session, m.id)
     if hasattr(session.config, "workerinput"):
         session.runner.prepare(mates)
     out = session.runner.run_workload(mates)
@@ -457,6 +459,7 @@ def resume_cell(session: BenchSession, cell_id: str) -> None:
         moved = session.runner.writer.set_aside(cell_id)
     except RecordWriteError as e:
         session.stop(e)
+    session.recorded.pop(cell_id)  # set aside once (a workload sets its cells' aside before it runs)
     session.progress(
         f"{cell_id}: recorded as {status}; running it again ({moved} earlier records moved to "
         f"cells.jsonl{SUPERSEDED_SUFFIX})"
