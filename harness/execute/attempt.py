@@ -76,6 +76,8 @@ class CellRunner:
         self._refreshed: set[str] = set()  # entries --refresh-cache has exported again in this run
         self.references = References()
         self._materialized: dict[tuple, Materialized] = {}
+        self._materialize_lock = threading.Lock()
+        self._model_locks: dict[tuple, threading.Lock] = {}
         self.slowdown = slowdown_factors()
         self.last_runner = None  # kept for side-by-side benchmarks of the harness against a bare loop
         self.prepared: dict[str, AttemptState] = {}  # attempts the export phase took up to their load
@@ -188,10 +190,15 @@ class CellRunner:
         return backend.unsupported(cell) or backend.probe(cell.device)
 
     def materialize(self, cell: Cell) -> Materialized:
+        """The checkpoint of the cell's model, built once per run (the export phase's threads ask at once: one
+        builds it, the others wait for it)."""
         key = (cell.size, cell.task)
-        if key not in self._materialized:
-            src = ModelSource(cell.size, cell.task, self.config.weights_dir, self.config.seed)
-            self._materialized[key] = materialize(src, self.config.cache_dir)
+        with self._materialize_lock:
+            lock = self._model_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._materialized:
+                src = ModelSource(cell.size, cell.task, self.config.weights_dir, self.config.seed)
+                self._materialized[key] = materialize(src, self.config.cache_dir)
         return self._materialized[key]
 
     def reference(

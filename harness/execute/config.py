@@ -25,7 +25,7 @@ class RunConfig:
     rounds: int | None = None
     min_rounds: int = 10
     ci_target: float = 0.02
-    max_time_s: float = 2.0
+    max_time_s: float = 1.5
     block_s: float = 0.1
     max_rounds: int = 10_000
     #: export (and probe) processes run at once in the export phase ahead of timing (default: the physical cores)

@@ -477,9 +477,12 @@ def retry_fresh_export(svc: CellRunner, s: AttemptState, stage: str) -> bool:
 def advance(svc: CellRunner, s: AttemptState, until: Callable | None = None) -> bool:
     """Run the attempt's stages from where it stands, up to (not including) `until`, or to the end.
 
-    True when it got there and the attempt goes on; False when a stage ended it. A cached artifact that fails in the
-    probe or the load is exported again once and the attempt goes back to the export stage (retry_fresh_export).
+    True when it got there and the attempt goes on; False when a stage ended it (now, or before this call: an
+    attempt that is over never reaches `until`). A cached artifact that fails in the probe or the load is exported
+    again once and the attempt goes back to the export stage (retry_fresh_export).
     """
+    if s.next_stage >= len(STAGES):
+        return until is None
     while s.next_stage < len(STAGES):
         stage = STAGES[s.next_stage]
         if stage is until:

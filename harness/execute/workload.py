@@ -66,10 +66,8 @@ def group(cells: list[Cell]) -> list[list[Cell]]:
 def prepare_all(svc: CellRunner, cells: list[Cell], workers: int) -> dict[str, AttemptState]:
     """Plan, export and probe every cell (dynamic ones excepted: their export is a sweep of its own), `workers` at
     once; cell id -> its attempt, stopped before its load."""
-    todo = [c for c in cells if not c.shape.dynamic]
-    for c in todo:  # checkpoints are built once, before the threads start (they write to the cache)
-        if svc.unrunnable(c) is None:
-            svc.materialize(c)
+    # Longest first (LPT scheduling), so no long export is left running alone at the end of the phase.
+    todo = sorted((c for c in cells if not c.shape.dynamic), key=export_cost, reverse=True)
     if todo:
         svc.progress(f"export phase: {len(todo)} cells, {workers} at once")
     t0 = time.perf_counter()
@@ -89,6 +87,18 @@ def prepare_all(svc: CellRunner, cells: list[Cell], workers: int) -> dict[str, A
     if todo:
         svc.progress(f"export phase done in {time.perf_counter() - t0:.1f}s")
     return {s.attempt.cell_id: s for s in states}
+
+
+SIZE_RANK = {"n": 1, "s": 2, "m": 3, "l": 4, "x": 5}
+#: backends whose exports take longest (lowering, partitioning): started first
+SLOW_EXPORTS = ("executorch", "aoti", "torch-compile", "tensorrt")
+
+
+def export_cost(cell: Cell) -> float:
+    """A rough rank of how long a cell's export and probe take: model size, then slow exporters, then pixels."""
+    slow = any(cell.backend.startswith(b) for b in SLOW_EXPORTS)
+    area = cell.shape.height * cell.shape.width * cell.batch / (640 * 640)
+    return SIZE_RANK.get(cell.size, 3) * 2.0 + (1.5 if slow else 0.0) + min(area, 4.0) * 0.5
 
 
 # -- one workload --------------------------------------------------------------------------------------------------

@@ -80,8 +80,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--max-time",
         type=float,
-        default=2.0,
-        help="seconds of timed rounds per cell at most, unless its 10 rounds take longer (default 2)",
+        default=1.5,
+        help="seconds of timed rounds per cell at most, unless its 10 rounds take longer (default 1.5)",
     )
     g.addoption(
         "--export-workers",
