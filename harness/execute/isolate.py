@@ -70,6 +70,10 @@ def run_child(
     req_path.write_text(json.dumps(payload, default=str))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # Exports and probes run side by side in the export phase (harness.execute.workload.prepare_all): OpenMP
+    # threads that spin-wait at their barriers would burn the cores the other process needs (nothing is timed in
+    # these processes, so waiting passively costs nothing measured).
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     t0 = time.perf_counter()
     with open(log_path, "ab") as logf:
         logf.write(f"=== {name} in an isolated process ({work_dir})\n".encode())
