@@ -22,7 +22,9 @@ from harness.core.stats import median
 log = logging.getLogger(__name__)
 
 #: what the canary runs (its figures are comparable only with the same workload)
-WORKLOAD = "onnxruntime-cpu: 4-layer conv net 3-32-64-128-128, 1x3x224x224 fp32, seed 0 (harness/measure/canary.py)"
+WORKLOAD = (
+    "onnxruntime-cpu: 4-layer conv net 3-32-64-128-128, 1x3x224x224 fp32, seed 0 (harness/measure/canary.py)"
+)
 ROUNDS = 15
 SHAPE = (1, 3, 224, 224)
 CHANNELS = (3, 32, 64, 128, 128)
