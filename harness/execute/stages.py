@@ -10,8 +10,10 @@ one `AttemptState`; the run-wide services (config, export cache, checkpoints, re
 from __future__ import annotations
 
 import logging
+import random
 import time
 import traceback
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -316,6 +318,24 @@ def start_timed(s: AttemptState) -> None:
         t.start_timed()
 
 
+def time_together(svc: CellRunner, states: list[AttemptState], label: str) -> Interleaved:
+    """Time the loaded runners of `states` interleaved (one alone is the same loop), with the drift canary read
+    right before and after; each state gets the timing and the canary readings."""
+    before = svc.read_canary(f"before {label}")
+    for s in states:
+        start_timed(s)
+    rng = random.Random(zlib.crc32(label.encode()))  # a reproducible order per workload
+    try:
+        timed = run_interleaved([contestant(s) for s in states], svc.config.rounds_policy(), rng=rng)
+    finally:
+        canary = around(before, svc.read_canary(f"after {label}"))
+        for s in states:
+            s.canary = canary
+    for s in states:
+        s.timed = timed
+    return timed
+
+
 def timed_rounds(svc: CellRunner, s: AttemptState) -> bool:
     """The timed rounds: taken already when the attempt was timed interleaved with its workload (`s.timed`), else
     timed here alone by the same loop (harness.measure.interleave), with the canary read around them."""
@@ -323,12 +343,7 @@ def timed_rounds(svc: CellRunner, s: AttemptState) -> bool:
         svc.progress(
             f"{s.attempt.cell_id}: load {s.rec['load_s']:.2f}s, first run {s.rec['first_run_ms']:.1f} ms, timing"
         )
-        before = svc.read_canary(f"before {s.attempt.cell_id}")
-        start_timed(s)
-        try:
-            s.timed = run_interleaved([contestant(s)], svc.config.rounds_policy())
-        finally:
-            s.canary = around(before, svc.read_canary(f"after {s.attempt.cell_id}"))
+        time_together(svc, [s], s.attempt.cell_id)
     timing = s.timed.timings[s.attempt.cell_id]
     s.samples = list(timing.samples)
     stop_trackers(s)

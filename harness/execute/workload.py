@@ -14,9 +14,7 @@ machine and the cold wall time drops. Each attempt then goes on from its load wh
 from __future__ import annotations
 
 import logging
-import random
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -28,14 +26,12 @@ from harness.execute.stages import (
     Attempt,
     AttemptState,
     advance,
-    contestant,
     end,
     load,
-    start_timed,
+    time_together,
     timed_rounds,
 )
-from harness.measure.canary import around
-from harness.measure.interleave import Interleaved, run_interleaved
+from harness.measure.interleave import Interleaved
 
 if TYPE_CHECKING:
     from harness.execute.attempt import CellRunner
@@ -154,17 +150,10 @@ def _stop_solo(s: AttemptState) -> None:
 
 
 def _time_together(svc: CellRunner, ready: list[AttemptState], label: str) -> Interleaved:
-    """The interleaved timed rounds of the loaded runners, with the canary read before and after."""
+    """The interleaved timed rounds of the workload's loaded runners (harness.execute.stages.time_together)."""
     names = ", ".join(s.cell.backend for s in ready)
     svc.progress(f"{label}: timing {len(ready)} runner(s) interleaved ({names})")
-    before = svc.read_canary(f"before {label}")
-    for s in ready:
-        start_timed(s)
-    rng = random.Random(zlib.crc32(label.encode()))  # a reproducible order per workload
-    timed = run_interleaved([contestant(s) for s in ready], svc.config.rounds_policy(), rng=rng)
-    canary = around(before, svc.read_canary(f"after {label}"))
-    for s in ready:
-        s.timed, s.canary = timed, canary
+    timed = time_together(svc, ready, label)
     svc.progress(f"{label}: {timed.trials} trials in {timed.elapsed_s:.1f}s ({timed.stop})")
     return timed
 

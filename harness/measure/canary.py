@@ -114,13 +114,7 @@ class Canary:
     def summary(self) -> dict:
         """env.json's `canary`: min, median and max of the readings in ms, max/min, and every reading."""
         if not self.readings:
-            return {
-                "workload": WORKLOAD,
-                "min": None,
-                "median": None,
-                "max": None,
-                "reason": self.reason or "no workload was timed in this run",
-            }
+            return no_canary(self.reason or "no workload was timed in this run")
         values = [r.ms for r in self.readings]
         return {
             "workload": WORKLOAD,
@@ -132,6 +126,11 @@ class Canary:
             "max_over_min": max(values) / min(values),
             "readings": [r.to_dict() for r in self.readings],
         }
+
+
+def no_canary(reason: str) -> dict:
+    """env.json's `canary` of a run without readings: the figures null, and why."""
+    return {"workload": WORKLOAD, "min": None, "median": None, "max": None, "reason": reason}
 
 
 def around(before: float | None, after: float | None) -> dict | None:

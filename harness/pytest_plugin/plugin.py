@@ -156,7 +156,6 @@ class BenchSession:
         self.done: dict[
             str, list[dict]
         ] = {}  # records of timed workloads' cells not yet reported by their test
-        self.timed_workloads: set[tuple] = set()
         self.prepared = False
         self.t0 = time.perf_counter()
 
@@ -359,7 +358,6 @@ def workload_records(session: BenchSession, planned: PlannedCell) -> list[dict]:
     mates = next((g for g in group(cells) if workload_key(g[0]) == key), [cell])
     if cell not in mates:
         mates = [cell]
-    session.timed_workloads.add(key)
     for m in mates:  # --resume: every mate's earlier crashed/timed-out records go aside before the group runs
         resume_cell(session, m.id)
     if hasattr(session.config, "workerinput"):
@@ -409,13 +407,11 @@ def _write_canary(session: BenchSession, tr) -> None:
     if runner is None:
         return
     from harness.core.results_dir import read_env, write_env
+    from harness.measure.canary import no_canary
 
     try:
         env = read_env(session.run_config.run_dir) or {}
-        if runner.canary is None:
-            env["canary"] = {"min": None, "median": None, "max": None, "reason": runner.canary_reason()}
-        else:
-            env["canary"] = runner.canary.summary()
+        env["canary"] = runner.canary.summary() if runner.canary else no_canary(runner.canary_reason())
         write_env(session.run_config.run_dir, env)
     except (OSError, ValueError, RecordWriteError) as e:
         tr.write_line(f"canary: not written to env.json ({e})")

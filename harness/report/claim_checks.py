@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from harness.core.results_dir import dig
-from harness.history.stats import p50_interval
 from harness.report import hardware, paired
 from harness.report.fmt import fmt_num
 from harness.report.index import RunIndex, workload_key
@@ -369,7 +368,7 @@ def _relation(fast: dict, other: dict) -> str:
     r = paired.ratio(fast, other)
     if r is not None and r.paired and r.ci is not None:
         return r.relation()
-    a, b = p50_interval(fast.get("samples_ms") or []), p50_interval(other.get("samples_ms") or [])
+    a, b = paired.latency_interval(fast), paired.latency_interval(other)
     if a is None or b is None:
         return "unknown"
     if a.overlaps(b):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.core.stats import Interval, p50_interval
 from harness.report.load import number
 
 
@@ -56,3 +57,12 @@ def ratio(a: dict, b: dict) -> Ratio | None:
     if not pa or not pb:
         return None
     return Ratio(pa / pb, None, False)
+
+
+def latency_interval(rec: dict) -> Interval | None:
+    """The p50's 95% confidence interval: the record's `p50_ci`, else from its rounds; None with too few rounds."""
+    ci = (rec.get("latency_ms") or {}).get("p50_ci") if isinstance(rec.get("latency_ms"), dict) else None
+    if isinstance(ci, list) and len(ci) == 2:
+        return Interval(float(ci[0]), float(ci[1]))
+    samples = rec.get("samples_ms")
+    return p50_interval(samples) if isinstance(samples, list) else None

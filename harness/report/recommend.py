@@ -17,12 +17,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.history.stats import Interval, p50_interval
+from harness.history.stats import Interval
 from harness.report import paired
 from harness.report.fmt import fmt_bytes, fmt_num
 from harness.report.index import RunIndex, export_only_backends, row_sort, workload_key
 from harness.report.load import number, run_shape
 from harness.report.matrix import machine_label, row_label
+from harness.report.paired import latency_interval
 
 log = logging.getLogger(__name__)
 
@@ -113,15 +114,6 @@ def _pool_reason(pool: list[Cand], what: str, lacking: int = 0, metric_name: str
     counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
     why = f"; {lacking} otherwise qualifying cells have no {metric_name} recorded" if lacking else ""
     return f"no measured {what} cell qualifies on this machine ({len(pool)} ran: {counts}{why})"
-
-
-def latency_interval(rec: dict) -> Interval | None:
-    """The p50's 95% confidence interval: the record's `p50_ci`, else from its rounds; None with too few rounds."""
-    ci = (rec.get("latency_ms") or {}).get("p50_ci") if isinstance(rec.get("latency_ms"), dict) else None
-    if isinstance(ci, list) and len(ci) == 2:
-        return Interval(float(ci[0]), float(ci[1]))
-    samples = rec.get("samples_ms")
-    return p50_interval(samples) if isinstance(samples, list) else None
 
 
 def throughput_interval(rec: dict) -> Interval | None:
