@@ -19,7 +19,7 @@ class RunConfig:
     cache_dir: Path
     weights_dir: Path | None = None
     seed: int = 0
-    warmup: int = 2
+    warmup: int = 1
     #: exactly this many timed rounds per cell (--rounds); None: until the p50's interval is within +-ci_target
     #: (at least min_rounds) or max_time_s per cell is spent (harness.measure.interleave)
     rounds: int | None = None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.core.stats import median
+from harness.measure.quiesce import Quiesce, wait_idle
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ class Canary:
         """Time the canary now: the median of ROUNDS rounds in ms (None when it cannot run here)."""
         if not self._open():
             return None
+        wait_idle(Quiesce())  # the threads the last runner left spinning must not slow the canary
         times = []
         for _ in range(ROUNDS):
             t0 = time.perf_counter_ns()

@@ -13,7 +13,9 @@ trials.
 Rounds suffice when every runner's p50 interval is within +-`ci_target` of its p50, after at least `min_rounds`
 rounds and `min_trials` trials; a time cap (`max_time_s` per runner) ends the timing otherwise, and the record says
 which rule ended it. With `fixed_rounds` each runner times exactly that many rounds. The harness owns the clock:
-`perf_counter_ns` around the runner's call plus its synchronize, as in the single-cell loop.
+`perf_counter_ns` around the runner's call plus its synchronize, as in the single-cell loop. Before a block that
+follows another runner's (or the drift canary's), the harness waits until the threads the last one left spinning
+have gone idle (harness.measure.quiesce), so that no runner's first rounds pay for its predecessor.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from harness.core.stats import Interval, median, p50_interval
+from harness.measure.quiesce import Quiesce, wait_idle
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,8 @@ class RoundsPolicy:
     max_rounds: int = 10_000
     #: exactly this many rounds per runner (--rounds); None: adaptive
     fixed_rounds: int | None = None
+    #: the wait for idle threads before a block that follows another runner's
+    quiesce: Quiesce = field(default_factory=Quiesce)
 
     def block_rounds(self, estimate_ms: float) -> int:
         """Rounds in one block of a runner whose round takes about `estimate_ms`."""
@@ -113,6 +118,9 @@ class Interleaved:
     stop: str
     elapsed_s: float
     policy: RoundsPolicy
+    #: seconds spent waiting for idle threads between blocks (not timed), and the waits the cap ended
+    quiesce_s: float = 0.0
+    quiesce_capped: int = 0
 
     @property
     def trials(self) -> int:
@@ -142,6 +150,11 @@ class Interleaved:
             "block_s": self.policy.block_s,
             "stop": self.stop,
             "elapsed_s": round(self.elapsed_s, 3),
+            "quiesce": {
+                "waited_s": round(self.quiesce_s, 3),
+                "capped": self.quiesce_capped,
+                "cap_s": self.policy.quiesce.cap_s,
+            },
         }
 
 
@@ -193,21 +206,26 @@ def run_interleaved(
     rng: random.Random | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
     on_trial: Callable[[int], None] | None = None,
+    idle: Callable[[], tuple[float, bool]] | None = None,
 ) -> Interleaved:
     """Time `contestants` in shuffled alternating blocks until the policy's rounds suffice (or its cap).
 
     A runner whose call raises leaves the timing with its error (its rounds so far are kept); the others go on.
     `rng` shuffles the order of each trial (seeded by default, so a run is reproducible); `on_trial` is called
-    after each trial (the drift canary's hook in tests).
+    after each trial (the drift canary's hook in tests); `idle` waits for idle threads before a block that follows
+    another runner's (default: the policy's quiesce).
     """
     p = policy or RoundsPolicy()
     rng = rng or random.Random(0)
     timings = {c.key: Timing(c.key, p.block_rounds(c.estimate_ms)) for c in contestants}
     by_key = {c.key: c for c in contestants}
     cap_s = p.max_time_s * max(1, len(contestants))
+    idle = idle or (lambda: wait_idle(p.quiesce))
     orders: list[list[str]] = []
     t0 = time.perf_counter()
     stop = None
+    previous: str | None = None
+    waited, capped = 0.0, 0
     while stop is None:
         order = [c.key for c in contestants if timings[c.key].alive]
         rng.shuffle(order)
@@ -221,6 +239,10 @@ def run_interleaved(
                 n = min(n, p.fixed_rounds - len(t.samples))
                 if n <= 0:
                     continue
+            if key != previous:
+                w, hit_cap = idle()
+                waited, capped = waited + w, capped + hit_cap
+            previous = key
             try:
                 block = _block(by_key[key], t, n, clock)
             except Exception as e:  # one runner failing must not end the others' timing
@@ -233,7 +255,7 @@ def run_interleaved(
             on_trial(len(orders))
         alive = [t for t in timings.values() if t.alive]
         stop = _stop_reason(alive, len(orders), time.perf_counter() - t0, cap_s, p)
-    return Interleaved(timings, orders, stop, time.perf_counter() - t0, p)
+    return Interleaved(timings, orders, stop, time.perf_counter() - t0, p, waited, capped)
 
 
 def sequential(

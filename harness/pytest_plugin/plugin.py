@@ -89,7 +89,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="exports and probes run at once in the export phase ahead of timing (default: the physical cores)",
     )
     g.addoption("--no-canary", action="store_true", help="do not time the drift canary between workloads")
-    g.addoption("--warmup", type=int, default=2, help="warm-up rounds per cell (default 2)")
+    g.addoption("--warmup", type=int, default=1, help="warm-up rounds per cell (default 1)")
     g.addoption(
         "--threads",
         help="CPU threads every CPU runtime (and export process) gets (default: the machine's physical cores)",
