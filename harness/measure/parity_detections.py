@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from harness.accuracy import detection_ap
+
 log = logging.getLogger(__name__)
 
 MATCH_IOU = 0.5  # a backend detection and a reference detection are the same object only above this IoU
-IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)  # the COCO thresholds ap_per_class expects (mAP50 is the first)
+IOU_THRESHOLDS = detection_ap.IOU_THRESHOLDS  # the COCO thresholds ap_per_class expects (mAP50 is the first)
 SCORE_TIE_WEIGHT = 0.1  # weight of score closeness in the assignment: below one class (1.0) and IoU (0..1)
 UNMATCHABLE = 1e6
 POSE_AREA_FACTOR = 0.53  # box area to object area, as ultralytics' PoseValidator scales it for OKS
@@ -135,17 +137,7 @@ def match(ref: Dets, out: Dets, sim: np.ndarray, score_scale: float) -> tuple[np
 def true_positives(ref: Dets, out: Dets, sim: np.ndarray) -> np.ndarray:
     """(n_out, 10) bool: backend detection i is a true positive at IoU threshold j, by class-aware optimal
     assignment at each threshold (ultralytics' BaseValidator.match_predictions with use_scipy=True)."""
-    correct = np.zeros((len(out), len(IOU_THRESHOLDS)), bool)
-    if sim.size == 0:
-        return correct
-    iou = sim * (ref.classes[:, None] == out.classes[None, :])
-    for j, t in enumerate(IOU_THRESHOLDS):
-        cost = iou * (iou >= t)
-        if cost.any():
-            ri, oi = linear_sum_assignment(-cost)
-            valid = cost[ri, oi] > 0
-            correct[oi[valid], j] = True
-    return correct
+    return detection_ap.true_positives(sim, ref.classes, out.classes, one_to_one=True)
 
 
 def _masks(d: Dets, idx: np.ndarray, imgsz: tuple[int, int]):
@@ -323,18 +315,14 @@ def _max(parts: list[np.ndarray]) -> float | None:
 
 def agreement(tally: Tally) -> dict[str, float | None]:
     """mAP50, mAP50-95 and F1 of the backend's detections against the reference's (ultralytics' ap_per_class)."""
-    from ultralytics.utils.metrics import ap_per_class
-
-    target_cls = np.concatenate(tally.target_cls) if tally.target_cls else np.zeros(0)
-    if target_cls.size == 0:
-        return {"map50": None, "map50_95": None, "f1": None}
-    tp = np.concatenate(tally.tp)
-    if len(tp) == 0:  # the backend detected nothing: nothing agrees
-        return {"map50": 0.0, "map50_95": 0.0, "f1": 0.0}
-    _, _, _, _, f1, ap, *_ = ap_per_class(
-        tp, np.concatenate(tally.conf), np.concatenate(tally.pred_cls), target_cls
+    if not tally.target_cls:
+        return detection_ap.average_precision(np.zeros((0, 10), bool), np.zeros(0), np.zeros(0), np.zeros(0))
+    return detection_ap.average_precision(
+        np.concatenate(tally.tp),
+        np.concatenate(tally.conf),
+        np.concatenate(tally.pred_cls),
+        np.concatenate(tally.target_cls),
     )
-    return {"map50": float(ap[:, 0].mean()), "map50_95": float(ap.mean()), "f1": float(f1.mean())}
 
 
 def metrics(tally: Tally, task: str) -> dict[str, float | int | None]:

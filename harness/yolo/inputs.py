@@ -24,22 +24,31 @@ def asset_path(name: str) -> Path:
     return p
 
 
+def letterbox_files(paths: list[Path] | tuple[Path, ...], height: int, width: int) -> np.ndarray:
+    """A float32 NCHW batch in [0, 1]: each image file letterboxed (ultralytics' LetterBox, gray pad, centred) to
+    height x width, BGR -> RGB. The one letterbox of the harness: timing, parity and accuracy inputs all come
+    from here."""
+    import cv2
+    from ultralytics.data.augment import LetterBox
+
+    lb = LetterBox(new_shape=(height, width), auto=False, scale_fill=False, scaleup=True, stride=32)
+    frames = []
+    for path in paths:
+        img = cv2.imread(str(path))
+        if img is None:
+            raise FileNotFoundError(f"cannot read image {path}")
+        out = lb(image=img)
+        assert out.shape[:2] == (height, width), out.shape
+        frames.append(out[..., ::-1].transpose(2, 0, 1))  # BGR HWC -> RGB CHW
+    return np.ascontiguousarray(np.stack(frames)).astype(np.float32) / 255.0
+
+
 @functools.lru_cache(maxsize=32)
 def letterboxed(height: int, width: int, batch: int) -> np.ndarray:
     """A float32 NCHW batch in [0, 1]: bus.jpg, zidane.jpg, bus.jpg, ... letterboxed (gray pad) to height x width.
 
     The same array is the input of the backend under test and of the PyTorch reference. Treat it as read-only.
     """
-    import cv2
-    from ultralytics.data.augment import LetterBox
-
-    lb = LetterBox(new_shape=(height, width), auto=False, scale_fill=False, scaleup=True, stride=32)
-    frames = []
-    for i in range(batch):
-        img = cv2.imread(str(asset_path(IMAGES[i % len(IMAGES)])))
-        out = lb(image=img)
-        assert out.shape[:2] == (height, width), out.shape
-        frames.append(out[..., ::-1].transpose(2, 0, 1))  # BGR HWC -> RGB CHW
-    arr = np.ascontiguousarray(np.stack(frames)).astype(np.float32) / 255.0
+    arr = letterbox_files([asset_path(IMAGES[i % len(IMAGES)]) for i in range(batch)], height, width)
     arr.setflags(write=False)
     return arr
