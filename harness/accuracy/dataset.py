@@ -58,7 +58,7 @@ class DatasetSpec:
     """What decides the dataset's content: the seed and the number of images per split."""
 
     seed: int = 0
-    train: int = 800
+    train: int = 600
     val: int = 100
     calib: int = 32
 
@@ -271,16 +271,27 @@ def is_current(root: Path, spec: DatasetSpec) -> bool:
 
 
 def generate(
-    root: Path | str | None = None, seed: int = 0, train: int = 800, val: int = 100, calib: int = 32
+    root: Path | str | None = None, seed: int = 0, train: int = 600, val: int = 100, calib: int = 32
 ) -> Path:
     """Write the dataset under `root` (default: the cache dir's dataset/) unless it is already current; return the
     path of its data.yaml."""
-    import cv2
+    from filelock import FileLock
 
     spec = DatasetSpec(seed=seed, train=train, val=val, calib=calib)
     root = Path(root) if root is not None else default_root()
     if is_current(root, spec):
         return root / "data.yaml"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    # export workers of one run (or shards sharing a cache) may ask for the dataset at once: one writes it
+    with FileLock(str(root.parent / f".{root.name}.lock")):
+        if not is_current(root, spec):
+            _write(root, spec)
+    return root / "data.yaml"
+
+
+def _write(root: Path, spec: DatasetSpec) -> None:
+    import cv2
+
     log.info("generating the synthetic dataset %s in %s", spec, root)
     (root / MANIFEST).unlink(missing_ok=True)  # an interrupted generation is never taken for a current one
     for sub in ("images", "labels"):
@@ -299,7 +310,6 @@ def generate(
             (root / "labels" / split / f"{name}.txt").write_text("".join(line + "\n" for line in lines))
     (root / "data.yaml").write_text(_data_yaml(spec))
     (root / MANIFEST).write_text(json.dumps(_manifest(spec), indent=1, sort_keys=True) + "\n")
-    return root / "data.yaml"
 
 
 def split_images(data_yaml: Path | str, split: str) -> list[Path]:
