@@ -29,7 +29,23 @@ def test_default_profile_covers_sizes_at_640_and_n_at_extra_shapes():
 def test_overrides_replace_the_axis_in_every_block():
     sel = Selection(sizes=("n",), backends=("onnxruntime",), devices=("cpu",), shapes=(Shape(320, 320),))
     cells = [p.cell for p in build("default", sel)]
-    assert [c.id for c in cells] == ["yolo26n-detect-e2e-onnxruntime-cpu-320x320-b1-fp32"]
+    # the int8 block's shape is replaced too
+    assert [c.id for c in cells] == [
+        "yolo26n-detect-e2e-onnxruntime-cpu-320x320-b1-fp32",
+        "yolo26n-detect-e2e-onnxruntime-cpu-320x320-b1-int8",
+    ]
+
+
+def test_default_profile_has_int8_on_the_cpu_backends_only():
+    cells = [p.cell for p in build("default", Selection())]
+    int8 = {(c.backend, c.device, c.size, c.shape) for c in cells if c.precision == "int8"}
+    assert int8 == {
+        (b, "cpu", "n", Shape(640, 640)) for b in ("openvino", "onnxruntime", "executorch-xnnpack")
+    }
+    assert not [p for p in build("quick", Selection()) if p.cell.precision != "fp32"]
+    # a block's devices give way to --devices, as every axis does
+    sel = Selection(devices=("cuda",), precisions=("int8",), backends=("onnxruntime",))
+    assert {p.cell.device for p in build("default", sel)} == {"cuda"}
 
 
 def test_exclusions_are_skips_with_reasons_not_dropped_cells():

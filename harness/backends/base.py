@@ -34,6 +34,9 @@ class ExportRequest:
     precision: str
     out_dir: str
     options: dict = field(default_factory=dict)  # remedy switches, dynamic ranges, ...
+    #: int8 calibration: a dataset YAML whose `calib` (else `val`) split is calibrated on; None: the generated
+    #: dataset's calib split (harness.backends._shared.calibration)
+    calibration: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -43,8 +46,17 @@ class ExportRequest:
         return cls(**d)
 
     @classmethod
-    def for_cell(cls, cell, checkpoint: str, out_dir: str, options: dict, side: int = 640) -> ExportRequest:
-        """The export of `cell` with `options`; a dynamic cell exports at `side` x `side` (mid-range)."""
+    def for_cell(
+        cls,
+        cell,
+        checkpoint: str,
+        out_dir: str,
+        options: dict,
+        side: int = 640,
+        calibration: str | None = None,
+    ) -> ExportRequest:
+        """The export of `cell` with `options`; a dynamic cell exports at `side` x `side` (mid-range); an int8
+        cell calibrates on `calibration` (a dataset YAML; None: the generated dataset)."""
         return cls(
             backend=cell.backend,
             device=cell.device,
@@ -59,6 +71,7 @@ class ExportRequest:
             precision=cell.precision,
             out_dir=str(out_dir),
             options=options,
+            calibration=None if calibration is None else str(calibration),
         )
 
 

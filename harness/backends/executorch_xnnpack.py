@@ -86,7 +86,7 @@ class ExecuTorchXnnpack(Backend):
     name = "executorch-xnnpack"
     display_order = 70
     devices = ("cpu",)
-    precisions = {"cpu": ("fp32",)}
+    precisions = {"cpu": ("fp32", "int8")}
     supports_dynamic = True
     library = "executorch"
 
@@ -108,7 +108,23 @@ class ExecuTorchXnnpack(Backend):
         # e.g. "squeeze" drops SqueezeConfig and UnsqueezeConfig); ExecuTorch's portable kernels run them.
         exclude = [e.lower() for e in req.options.get("xnnpack_exclude_configs", [])]
         configs = [c for c in ALL_PARTITIONER_CONFIGS if not any(e in c.__name__.lower() for e in exclude)]
-        return export_executorch(req, [XnnpackPartitioner(configs=configs)], "xnnpack")
+        if req.precision != "int8":
+            return export_executorch(req, [XnnpackPartitioner(configs=configs)], "xnnpack")
+        # int8: PT2E with XNNPACK's quantizer (symmetric, per-channel weights, static activations), calibrated
+        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+            XNNPACKQuantizer,
+            get_symmetric_quantization_config,
+        )
+
+        from harness.backends._shared.executorch_quantize import quantized_program
+
+        quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+        program, info = quantized_program(req, quantizer)
+        result = export_executorch(req, [XnnpackPartitioner(configs=configs)], "xnnpack-int8", program)
+        info["quantization"] = (
+            "int8 PT2E XNNPACKQuantizer (symmetric, per-channel weights), static activations"
+        )
+        return ExportResult(result.artifact, {**result.info, **info})
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
         return ExecuTorchRunner(load_method(artifact), export_info)

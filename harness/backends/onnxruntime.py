@@ -162,7 +162,7 @@ class OnnxRuntime(Backend):
     name = "onnxruntime"
     display_order = 50
     devices = ("cpu", "cuda")
-    precisions = {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
+    precisions = {"cpu": ("fp32", "int8"), "cuda": ("fp32", "fp16")}
     supports_dynamic = True
     library = "onnxruntime"
 
@@ -184,10 +184,17 @@ class OnnxRuntime(Backend):
     def export(self, req: ExportRequest) -> ExportResult:
         import onnx
 
-        path = export_with_ultralytics(req, "onnx", simplify=True)
+        if req.precision == "int8":
+            from harness.backends._shared.ort_quantize import quantize_static_qdq
+
+            fp32 = export_with_ultralytics(req, "onnx", simplify=True, int8=False, half=False)
+            path, extra = quantize_static_qdq(fp32, req)
+        else:
+            path, extra = export_with_ultralytics(req, "onnx", simplify=True), {}
         model = onnx.load(str(path), load_external_data=False)
         ops = sorted({n.op_type for n in model.graph.node})
-        return ExportResult(str(path), {"onnx_opset": model.opset_import[0].version, "onnx_op_types": ops})
+        info = {"onnx_opset": model.opset_import[0].version, "onnx_op_types": ops, **extra}
+        return ExportResult(str(path), info)
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
         import onnxruntime as ort

@@ -8,7 +8,9 @@ native fp16 runs an f16 hint in bf16, or f32, and the execution graph says which
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -161,9 +163,15 @@ class OpenVino(Backend):
     name = "openvino"
     display_order = 60
     devices = ("cpu", "gpu")
-    precisions = {"cpu": ("fp32", "fp16"), "gpu": ("fp32", "fp16")}
+    precisions = {"cpu": ("fp32", "fp16", "int8"), "gpu": ("fp32", "fp16")}
     supports_dynamic = True
     library = "openvino"
+
+    def unsupported(self, cell) -> str | None:
+        reason = super().unsupported(cell)
+        if reason is None and cell.precision == "int8" and importlib.util.find_spec("nncf") is None:
+            return "OpenVINO int8 is NNCF post-training quantisation, and nncf is not installed (pip install nncf)"
+        return reason
 
     def probe(self, device: str) -> str | None:
         try:
@@ -179,7 +187,21 @@ class OpenVino(Backend):
 
     def export(self, req: ExportRequest) -> ExportResult:
         # The artifact is the IR directory (model .xml plus the .bin weights), so its size counts both.
-        return ExportResult(str(export_with_ultralytics(req, "openvino")), {})
+        if req.precision != "int8":
+            return ExportResult(str(export_with_ultralytics(req, "openvino")), {})
+        # int8: ultralytics' own int8 export (NNCF post-training quantisation of the IR, its ignored scope for the
+        # head's post-processing), calibrated on the calibration split through its LetterBox at the export shape
+        from harness.backends._shared.calibration import calibration_for
+
+        cal = calibration_for(req)
+        with tempfile.TemporaryDirectory(prefix="ov-calibration-") as tmp:
+            path = export_with_ultralytics(req, "openvino", data=str(cal.ultralytics_yaml(Path(tmp))))
+        used = (len(cal.images) // min(req.batch, len(cal.images))) * min(req.batch, len(cal.images))
+        info = {
+            "calibration": cal.info(used),
+            "quantization": "int8 NNCF post-training (ultralytics int8=True)",
+        }
+        return ExportResult(str(path), info)
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
         import openvino as ov

@@ -93,12 +93,14 @@ def build(profile: str, sel: Selection, spec: dict | None = None) -> list[Planne
         shapes = sel.shapes or tuple(Shape.parse(str(s)) for s in block["shapes"])
         batches = sel.batches or tuple(block["batches"])
         precisions = sel.precisions or tuple(block["precisions"])
+        # a block may name its devices (the int8 block: the CPU backends' int8, not their GPU devices)
+        devices = sel.devices or (tuple(block["devices"]) if block.get("devices") else None)
         for size in sizes:
             for task in tasks:
                 for shape in shapes:
                     for batch in batches:
                         for head in heads:
-                            for name, dev in _backend_devices(names, sel.devices):
+                            for name, dev in _backend_devices(names, devices):
                                 for prec in precisions:
                                     c = Cell(size, task, head, name, dev, shape, batch, prec)
                                     if c.id in cells:

@@ -110,13 +110,15 @@ def non_edge_functions(graph_module) -> list[str]:
     return sorted(names)
 
 
-def export_executorch(req: ExportRequest, partitioners: list, suffix: str) -> ExportResult:
-    """Lower with `partitioners`, write `<model>_<suffix>.pte` into req.out_dir, return delegation counts."""
+def export_executorch(req: ExportRequest, partitioners: list, suffix: str, program=None) -> ExportResult:
+    """Lower with `partitioners`, write `<model>_<suffix>.pte` into req.out_dir, return delegation counts.
+
+    `program` is the exported program to lower (a quantised one); default: `exported_program(req)`."""
     from executorch.exir import to_edge_transform_and_lower
 
     out = Path(req.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    ep = exported_program(req)
+    ep = program if program is not None else exported_program(req)
     try:
         edge = to_edge_transform_and_lower(ep, partitioner=partitioners)
     except AssertionError as e:
