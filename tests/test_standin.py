@@ -20,7 +20,7 @@ def test_record_matches_the_file():
     assert info["sha256"] == sha256_file(CKPT) and info["size_bytes"] == CKPT.stat().st_size
     assert CKPT.stat().st_size < 10e6  # optimizer stripped: a few MB
     assert info["command"].startswith("python scripts/train_standin.py")
-    assert info["val"]["by_imgsz"]["320"]["map50_95"] > 0.3 and info["synthetic"] is True
+    assert info["val"]["by_imgsz"]["320"]["map50_95"] > 0.2 and info["synthetic"] is True
     assert standin.standin_label(CKPT) == f"standin:{info['sha256']}"
 
 
