@@ -122,3 +122,15 @@ def test_cli_writes_the_dataset(tmp_path, capsys):
     assert ds.main(["--out", str(tmp_path), "--train", "2", "--val", "1", "--calib", "1"]) == 0
     assert Path(capsys.readouterr().out.strip()) == tmp_path / "data.yaml"
     assert ds.main(["--out", str(tmp_path), "--train", "0"]) == 4
+
+
+def test_split_images_resolves_relative_and_user_yamls(tmp_path, monkeypatch):
+    ds.generate(tmp_path / "d", seed=0, train=1, val=2, calib=1)
+    monkeypatch.chdir(tmp_path)
+    assert len(ds.split_images(Path("d/data.yaml"), "val")) == 2  # a relative yaml path, no `path` key
+    user = tmp_path / "elsewhere" / "user.yaml"
+    user.parent.mkdir()
+    user.write_text(f"path: {tmp_path / 'd'}\ntrain: images/train\nval: images/val\nnames: {{0: a}}\n")
+    assert [p.name for p in ds.split_images(user, "val")] == ["val_00000.jpg", "val_00001.jpg"]
+    with pytest.raises(KeyError):
+        ds.split_images(user, "calib")

@@ -318,9 +318,9 @@ def split_images(data_yaml: Path | str, split: str) -> list[Path]:
 
     data_yaml = Path(data_yaml)
     doc = yaml.safe_load(data_yaml.read_text())
-    base = Path(doc.get("path") or data_yaml.parent)
-    if not base.is_absolute():
-        base = data_yaml.parent / base
+    base = data_yaml.parent
+    if doc.get("path"):  # a user's yaml may name its root, absolute or relative to the yaml
+        base = base / doc["path"]
     entry = doc.get(split)
     if entry is None:
         raise KeyError(f"{data_yaml} has no {split!r} split")
