@@ -205,3 +205,19 @@ def test_a_real_checkpoint_passes_the_safe_check_and_loads(tmp_path, cache_dir):
         tmp_path, "--weights-dir", str(w), "--sizes", "n", "--tasks", "detect", "--collect-only", "-q"
     )
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+def test_data_option_problems_are_one_line_each(tmp_path):
+    from harness.pytest_plugin.options import dataset_problem
+
+    assert dataset_problem(tmp_path / "none.yaml") == "no such file"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("val: [unclosed\n")
+    assert dataset_problem(bad).startswith("not readable YAML")
+    bad.write_text("just: text\n")
+    assert "needs `val` and `names`" in dataset_problem(bad)
+    (tmp_path / "images" / "val").mkdir(parents=True)
+    bad.write_text("path: .\nval: images/val\nnames: {0: a}\n")
+    assert dataset_problem(bad) == "its val split has no images"
+    (tmp_path / "images" / "val" / "a.jpg").write_bytes(b"x")
+    assert dataset_problem(bad) is None

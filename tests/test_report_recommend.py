@@ -219,3 +219,41 @@ def test_paired_ratio_holding_1_is_a_tie_even_when_the_p50_intervals_are_apart()
     result = cpu_edge(ov, ort)
     assert result.winner is None and [p.backend for p in result.tied] == ["openvino", "onnxruntime"]
     assert "paired p50 ratio" in result.tie_reason
+
+
+def _int8(backend: str, center: float, ratio: float | None) -> dict:
+    r = rec(backend, center)
+    r["precision_requested"] = "int8"
+    r["cell_id"] = r["cell_id"].replace("fp32", "int8")
+    r["accuracy"] = None if ratio is None else {"ratio": ratio, "map50_95": 0.3 * ratio, "tier": "x"}
+    return r
+
+
+def test_a_faster_cell_below_the_accuracy_floor_is_rejected_with_its_figure():
+    result = cpu_edge(_int8("openvino", 8.0, 0.90), _int8("onnxruntime", 12.0, 0.97))
+    assert result.winner.backend == "onnxruntime"
+    assert "openvino int8 keeps 0.900 of the reference mAP50-95 (floor 0.95)" in result.rejected
+
+
+def test_the_same_cell_above_the_floor_wins_and_a_floor_can_be_set():
+    records = (_int8("openvino", 8.0, 0.96), _int8("onnxruntime", 12.0, 0.97))
+    result = cpu_edge(*records)
+    assert result.winner.backend == "openvino" and result.rejected is None
+    strict = _ranked(USE_CASES["cpu-edge"], indexes(*records), {"int8": 0.965})
+    assert strict.winner.backend == "onnxruntime" and "openvino int8" in strict.rejected
+
+
+def test_a_cell_whose_accuracy_was_not_scored_is_not_rejected():
+    result = cpu_edge(_int8("openvino", 8.0, None), _int8("onnxruntime", 12.0, 0.97))
+    assert result.winner.backend == "openvino" and result.rejected is None
+
+
+def test_accuracy_floor_option_overrides_one_precision_and_refuses_nonsense():
+    import pytest
+
+    from harness.report.cli import accuracy_floors
+
+    assert accuracy_floors(["int8=0.9"]) == {"fp32": 0.99, "fp16": 0.99, "int8": 0.9}
+    for bad in ("int8", "int4=0.9", "fp32=1.5", "fp32=x"):
+        with pytest.raises(ValueError, match="--accuracy-floor"):
+            accuracy_floors([bad])

@@ -25,7 +25,7 @@ from harness.accuracy import detection_ap
 
 log = logging.getLogger(__name__)
 
-DEFAULT_IMAGES = 64  # val images per cell: yolo26n at 640 on 2 CPU cores runs them in a few seconds
+DEFAULT_IMAGES = 32  # val images per cell (RunConfig.accuracy_images, --accuracy-images)
 CONF = 0.001  # ultralytics' validator's confidence floor for mAP
 NMS_IOU = 0.7
 MAX_DET = 300

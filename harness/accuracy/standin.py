@@ -24,3 +24,8 @@ def standin_label(checkpoint: Path) -> str:
     from harness.yolo.models import sha256_file
 
     return f"standin:{sha256_file(Path(checkpoint))}"
+
+
+def is_standin(weights: str | None) -> bool:
+    """Whether a record's `weights` names the stand-in."""
+    return bool(weights) and str(weights).startswith("standin:")

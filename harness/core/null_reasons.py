@@ -10,7 +10,7 @@ from __future__ import annotations
 from harness.core.record import RECORD_FIELDS
 
 # Sections whose fields are checked one by one once the section itself exists.
-SECTIONS = ("memory", "energy", "latency_ms", "parity")
+SECTIONS = ("memory", "energy", "latency_ms", "parity", "accuracy")
 RAN = ("ok", "parity_failed")
 
 
@@ -38,6 +38,9 @@ def _fixed_reason(rec: dict, field: str) -> str | None:
         "precision_detail": "the runtime gives no per-type breakdown",
         "energy": f"not measured: {rec['device']} cell, energy is read from NVML for CUDA cells only",
         "compile_s": "no JIT compile step in this backend" if status in RAN else None,
+        "calibration": None
+        if rec.get("precision_requested") == "int8"
+        else f"{rec.get('precision_requested')} cell: nothing is calibrated",
     }.get(field)
 
 

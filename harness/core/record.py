@@ -70,6 +70,8 @@ RECORD_FIELDS = (
     "memory",
     "energy",
     "parity",
+    "accuracy",
+    "calibration",
     "gflops",
     "gpu_snapshot",
     "failure",

@@ -22,6 +22,7 @@ import numpy as np
 from filelock import Timeout
 
 from harness import backends
+from harness.backends._shared import calibration
 from harness.backends.base import ExportRequest
 from harness.core.axes import Shape
 from harness.core.cell import Cell
@@ -77,6 +78,11 @@ class CellRunner:
         self.references = References()
         self._materialized: dict[tuple, Materialized] = {}
         self._materialize_lock = threading.Lock()
+        self._dataset: Path | None = None
+        self._dataset_lock = threading.Lock()
+        self._split = None  # the val images accuracy scores on (harness.accuracy.evaluate.Split), loaded once
+        #: PyTorch fp32 mAP per (weights, head, shape, batch): the reference every cell's accuracy is a ratio to
+        self.accuracy_refs: dict[tuple, dict] = {}
         self._model_locks: dict[tuple, threading.Lock] = {}
         self.slowdown = slowdown_factors()
         self.last_runner = None  # kept for side-by-side benchmarks of the harness against a bare loop
@@ -197,9 +203,33 @@ class CellRunner:
             lock = self._model_locks.setdefault(key, threading.Lock())
         with lock:
             if key not in self._materialized:
-                src = ModelSource(cell.size, cell.task, self.config.weights_dir, self.config.seed)
+                src = ModelSource(
+                    cell.size, cell.task, self.config.weights_dir, self.config.seed, self.config.standin
+                )
                 self._materialized[key] = materialize(src, self.config.cache_dir)
         return self._materialized[key]
+
+    def dataset_yaml(self) -> Path:
+        """The dataset of accuracy and int8 calibration: --data, else the generated one under the cache dir
+        (generated once, on first use)."""
+        with self._dataset_lock:
+            if self._dataset is None:
+                from harness.accuracy import dataset as ds
+
+                self._dataset = (
+                    Path(self.config.data).resolve()
+                    if self.config.data
+                    else ds.generate(Path(self.config.cache_dir) / "dataset")
+                )
+        return self._dataset
+
+    def accuracy_split(self):
+        """The val images every cell's accuracy is scored on (the first `accuracy_images` by name)."""
+        if self._split is None:
+            from harness.accuracy.evaluate import load_split
+
+            self._split = load_split(self.dataset_yaml(), "val", limit=self.config.accuracy_images)
+        return self._split
 
     def reference(
         self, mat: Materialized, cell: Cell, height: int, width: int, options: dict
@@ -240,6 +270,8 @@ class CellRunner:
             "precision": cell.precision,
             "options": options,
         }
+        if cell.precision == "int8":  # another calibration set is another artifact
+            fields["calibration"] = calibration.identity(self.dataset_yaml())
         key = cache_key(fields, backend.library, inspect.getsourcefile(type(backend)))
         suffix = "".join(f"-{k}" for k in sorted(options) if k != "dynamic_range")
         entry = self.cache.entry_dir(f"{cell.id}{suffix}", key)
@@ -302,7 +334,8 @@ class CellRunner:
         self.progress(f"{cell.id}: exporting ({cell.backend}{' ' + str(options) if options else ''}) ...")
         side = max(options.get("dynamic_range", DEFAULT_RANGE)) // 2
         staging = self.cache.staging_dir(entry)
-        req = ExportRequest.for_cell(cell, mat.checkpoint, staging, options, side)
+        data = self.dataset_yaml() if cell.precision == "int8" else None
+        req = ExportRequest.for_cell(cell, mat.checkpoint, staging, options, side, calibration=data)
         outcome = run_export(req, log_path, self.config.export_timeout_s, self.config.export_memory_gb)
         outcome = replace(
             outcome,

@@ -19,6 +19,15 @@ class RunConfig:
     cache_dir: Path
     weights_dir: Path | None = None
     seed: int = 0
+    #: the committed stand-in weights (weights/standin/, trained on the generated dataset) where one exists and no
+    #: --weights-dir is given; other models keep the seeded random initialisation
+    standin: bool = True
+    #: mAP of each cell on a dataset's val split (harness.accuracy); --no-accuracy switches it off
+    accuracy: bool = True
+    #: val images per cell (the first ones by name)
+    accuracy_images: int = 32
+    #: a user's dataset YAML (ultralytics layout) for accuracy and int8 calibration; None: the generated dataset
+    data: Path | None = None
     warmup: int = 1
     #: exactly this many timed rounds per cell (--rounds); None: until the p50's interval is within +-ci_target
     #: (at least min_rounds) or max_time_s per cell is spent (harness.measure.interleave)

@@ -57,6 +57,9 @@ SHARED_EXPORT_SOURCES = (
     "backends/base.py",
     "backends/_shared/ultralytics_export.py",
     "backends/_shared/executorch_export.py",
+    "backends/_shared/calibration.py",
+    "backends/_shared/ort_quantize.py",
+    "backends/_shared/executorch_quantize.py",
 )
 
 #: meta.json layout version; an entry of another version (an older harness's, with paths relative to the working

@@ -158,6 +158,8 @@ def export(svc: CellRunner, s: AttemptState) -> bool:
         s.fresh = prebuilt is not None or outcome.wall_s is not None
         if "ops" in s.export_info:
             rec["ops"] = s.export_info["ops"]
+        if "calibration" in s.export_info:
+            rec["calibration"] = s.export_info["calibration"]
     rec["artifact"] = str(s.artifact)
     rec["artifact_bytes"] = artifact_bytes(s.artifact)
     reason = s.backend.export_only_reason(s.cell)
@@ -438,6 +440,62 @@ def parity(svc: CellRunner, s: AttemptState) -> bool:
     return True
 
 
+def accuracy(svc: CellRunner, s: AttemptState) -> bool:
+    """mAP50-95 and mAP50 of the cell's runner on the run's val split, beside the PyTorch fp32 reference's on the
+    same images (harness.accuracy); a null with the reason where it would mean nothing. Never ends the attempt."""
+    from harness.accuracy import per_cell
+    from harness.accuracy.evaluate import accuracy_record, evaluate, torch_reference
+
+    rec, cell, cfg = s.rec, s.cell, svc.config
+    why = per_cell.skip_reason(
+        enabled=cfg.accuracy,
+        task=cell.task,
+        dynamic=cell.shape.dynamic,
+        weights=s.mat.weights,
+        user_data=cfg.data is not None,
+        remedy=bool(s.attempt.export_options),
+    )
+    if why:
+        set_null(rec, "accuracy", why)
+        return True
+    h, w = cell.shape.height, cell.shape.width
+    t0 = time.perf_counter()
+    try:
+        split = svc.accuracy_split()
+        infer = per_cell.runner_infer(s.runner)
+        modes = corruptions().get(cell.backend)
+        if modes:  # the corruption knob spoils what accuracy scores too
+            layout = svc.references.layout(s.mat, cell, h, w, s.attempt.export_options)
+            plain = infer
+
+            def infer(x):
+                return corrupt(plain(x), modes, layout)[0]
+
+        result = evaluate(infer, cell.head, h, w, split=split, batch=cell.batch)
+        key = per_cell.reference_key(s.mat.sha256, cell.head, h, w, split.dataset, len(split))
+        if cell.backend == "torch-eager" and cell.precision == "fp32" and not modes:
+            svc.accuracy_refs.setdefault(key, result)  # this cell is the PyTorch fp32 reference
+        if key not in svc.accuracy_refs:
+            ref_infer = torch_reference(s.mat.checkpoint, cell.head, h, w)
+            svc.accuracy_refs[key] = evaluate(ref_infer, cell.head, h, w, split=split, batch=1)
+        section = accuracy_record(result, svc.accuracy_refs[key])
+    except Exception as e:  # a failed accuracy pass is a null with its reason, never a lost cell
+        log.exception("accuracy pass of %s failed", s.attempt.cell_id)
+        set_null(rec, "accuracy", f"accuracy pass failed: {type(e).__name__}: {first_line(str(e))}")
+        return True
+    section["tier"] = per_cell.tier(section["ratio"])
+    section["seconds"] = round(time.perf_counter() - t0, 3)
+    rec["accuracy"] = section
+    if section["ratio"] is None:
+        set_null(rec, "accuracy.ratio", "the reference's mAP50-95 is 0: no ratio")
+        set_null(rec, "accuracy.tier", "no ratio to the reference")
+    svc.progress(
+        f"{s.attempt.cell_id}: mAP50-95 {section['map50_95']:.3f} on {section['images']} images"
+        + (f", {section['ratio']:.3f} of the reference ({section['tier']})" if section["ratio"] else "")
+    )
+    return True
+
+
 STAGES: tuple[Callable[[CellRunner, AttemptState], bool], ...] = (
     plan,
     export,
@@ -447,6 +505,7 @@ STAGES: tuple[Callable[[CellRunner, AttemptState], bool], ...] = (
     warmup,
     timed_rounds,
     parity,
+    accuracy,
 )
 
 

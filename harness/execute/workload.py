@@ -1,7 +1,8 @@
 """Workloads: the cells that differ only in their backend, timed together, and the export phase ahead of them.
 
-A workload is one model, task, head, device, shape, batch and precision. Its cells' runners are loaded together and
-timed interleaved (harness.measure.interleave), so every backend's rounds sample the same machine states, and each
+A workload is one model, task, head, device, shape, batch and precision; the workloads of one shape that differ
+only in precision (fp32 and int8) are timed as one group, so that an int8 cell's paired ratio to its fp32 cell is
+measured side by side too. A group's cells' runners are loaded together and timed interleaved (harness.measure.interleave), so every backend's rounds sample the same machine states, and each
 ok cell gets its paired ratio to the workload's reference (torch-eager where it ran ok) and to every other ok cell.
 Memory is measured apart: host memory in the probe's fresh process, and a tracker of one runtime's memory
 (`Tracker.solo_only`) stops after its runner's warm-up, before the next runner loads.
@@ -46,15 +47,21 @@ def workload_key(cell: Cell) -> tuple:
     return (cell.size, cell.task, cell.head, cell.device, cell.shape.label, cell.batch, cell.precision)
 
 
+def timing_key(cell: Cell) -> tuple:
+    """What the cells timed together share: everything but the backend and the precision."""
+    return workload_key(cell)[:-1]
+
+
 def workload_label(cell: Cell) -> str:
-    return f"{cell.model}-{cell.task}-{cell.head}-{cell.device}-{cell.shape.label}-b{cell.batch}-{cell.precision}"
+    """The name of the timing group of `cell` (its progress lines, its shuffle seed, its pytest-xdist group)."""
+    return f"{cell.model}-{cell.task}-{cell.head}-{cell.device}-{cell.shape.label}-b{cell.batch}"
 
 
 def group(cells: list[Cell]) -> list[list[Cell]]:
-    """`cells` grouped by workload, in the order each workload first appears."""
+    """`cells` grouped for timing (harness.execute.workload.timing_key), in the order each group first appears."""
     out: dict[tuple, list[Cell]] = {}
     for c in cells:
-        out.setdefault(workload_key(c), []).append(c)
+        out.setdefault(timing_key(c), []).append(c)
     return list(out.values())
 
 
@@ -113,7 +120,8 @@ def run_workload(svc: CellRunner, cells: list[Cell]) -> dict[str, list[dict]]:
             s.next_stage = len(STAGES)
     if ready:
         _time_together(svc, ready, workload_label(cells[0]))
-    for s in states:
+    # the reference backend first: its accuracy pass is the PyTorch fp32 reference the others' reuse
+    for s in sorted(states, key=lambda s: s.cell.backend != REFERENCE_BACKEND):
         try:
             advance(svc, s)
         except Exception as e:
@@ -165,12 +173,13 @@ def _order(s: AttemptState) -> tuple:
         order = backends.get(name).display_order
     except KeyError:
         order = 999
-    return (name != REFERENCE_BACKEND, order, name)
+    return (name != REFERENCE_BACKEND, s.cell.precision != "fp32", order, name, s.cell.precision)
 
 
 def set_paired(states: list[AttemptState]) -> None:
-    """Each ok cell's `paired`: its p50 over the reference's (torch-eager where it ran ok, else the first ok backend
-    in the registry's order), and over every other ok cell of the workload, from the trials they shared."""
+    """Each ok cell's `paired`: its p50 over the reference's (torch-eager fp32 where it ran ok, else the first ok
+    backend in the registry's order, fp32 first), and over every other ok cell timed with it (an int8 cell's fp32
+    counterpart among them), from the trials they shared."""
     ok = [s for s in states if s.rec["status"] == "ok" and s.timed is not None]
     timed = ok[0].timed if ok else None
     if len(ok) < 2 or timed is None or any(s.timed is not timed for s in ok):

@@ -53,6 +53,7 @@ NUMBER_RULES = (
     NumberRule("export_workers", 1, strict=False, high=256),
     NumberRule("warmup", 0, strict=False),
     NumberRule("rounds", 1, strict=False),
+    NumberRule("accuracy_images", 1, strict=False, high=100_000),
     NumberRule("seed", 0, strict=False, high=MAX_SEED),
 )
 
@@ -124,6 +125,41 @@ def weights_dir(opt) -> Path | None:
     if path is not None and not path.is_dir():
         raise WeightsError(f"--weights-dir {path} is not a directory")
     return path
+
+
+def dataset(opt) -> Path | None:
+    """--data: a dataset YAML in the ultralytics layout whose val split has images and labels; one error line
+    otherwise."""
+    if not opt("data"):
+        return None
+    path = Path(opt("data"))
+    why = dataset_problem(path)
+    if why:
+        raise SelectionError(f"--data {path}: {why}")
+    return path.resolve()
+
+
+def dataset_problem(path: Path) -> str | None:
+    """What is wrong with a dataset YAML for accuracy and calibration, or None."""
+    import yaml
+
+    from harness.accuracy.dataset import split_images
+
+    if not path.is_file():
+        return "no such file"
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        return f"not readable YAML ({type(e).__name__}: {str(e).splitlines()[0]})"
+    if not isinstance(doc, dict) or "val" not in doc or "names" not in doc:
+        return "not an ultralytics dataset YAML (needs `val` and `names`)"
+    try:
+        images = split_images(path, "val")
+    except (OSError, KeyError) as e:
+        return f"its val split cannot be read ({e})"
+    if not images:
+        return "its val split has no images"
+    return None
 
 
 def check_weights(planned: list[PlannedCell], weights: Path | None, allow_unsafe: bool) -> None:

@@ -18,7 +18,7 @@ from harness.core import axes, envinfo, threads
 from harness.core.axes import SelectionError
 from harness.core.results_dir import SUPERSEDED_SUFFIX, RecordWriteError, recorded_cells
 from harness.execute.attempt import CellRunner, RunConfig, slowdown_factors
-from harness.execute.workload import group, workload_key, workload_label
+from harness.execute.workload import group, timing_key, workload_label
 from harness.measure.corrupt import corruptions
 from harness.plan.expected import ExpectedStatus
 from harness.plan.matrix import PlannedCell, build, profile_names
@@ -68,6 +68,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="load weights files that need full unpickling (a .pt file can run code: only for files you trust)",
     )
     g.addoption("--seed", type=int, default=0, help="random-init seed (default 0)")
+    g.addoption(
+        "--no-standin",
+        action="store_true",
+        help="seeded random init for yolo26n detect too, instead of the committed stand-in weights",
+    )
+    g.addoption(
+        "--data",
+        help="your dataset YAML (ultralytics layout): accuracy on its val split and int8 calibration on its calib "
+        "(else val) split; default: the generated synthetic dataset",
+    )
+    g.addoption("--no-accuracy", action="store_true", help="do not score each cell's mAP")
+    g.addoption(
+        "--accuracy-images", type=int, default=32, help="val images each cell's mAP is scored on (default 32)"
+    )
     g.addoption(
         "--run-id", help="run id: letters, digits, '.', '_', '-' (default: UTC timestamp and host name)"
     )
@@ -135,6 +149,10 @@ class BenchSession:
             cache_dir=self.cache_dir,
             weights_dir=self.weights_dir,
             seed=opt("seed"),
+            standin=not opt("no_standin"),
+            accuracy=not opt("no_accuracy"),
+            accuracy_images=opt("accuracy_images"),
+            data=self.data,
             warmup=opt("warmup"),
             rounds=opt("rounds"),
             max_time_s=opt("max_time"),
@@ -173,6 +191,7 @@ class BenchSession:
         self.threads, self.threads_source = options.thread_budget(opt)
         self.run_id = options.the_run_id(opt)
         self.weights_dir = options.weights_dir(opt)
+        self.data = options.dataset(opt)
         self.results_dir = Path(opt("results_dir"))
         options.check_writable(self.results_dir, "--results-dir")
         self.reports_dir = options.reports_dir(opt, self.results_dir)
@@ -354,8 +373,8 @@ def workload_records(session: BenchSession, planned: PlannedCell) -> list[dict]:
         session.prepared = True
         if not hasattr(session.config, "workerinput"):
             session.runner.prepare(cells)
-    key = workload_key(cell)
-    mates = next((g for g in group(cells) if workload_key(g[0]) == key), [cell])
+    key = timing_key(cell)
+    mates = next((g for g in group(cells) if timing_key(g[0]) == key), [cell])
     if cell not in mates:
         mates = [cell]
     for m in mates:  # --resume: every mate's earlier crashed/timed-out records go aside before the group runs

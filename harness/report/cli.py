@@ -22,8 +22,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--out", type=Path, default=Path("reports"), help="report root (default: reports)")
     p.add_argument("--history", type=Path, help="JSON file from the history stage: trends and regressions")
+    p.add_argument(
+        "--accuracy-floor",
+        action="append",
+        default=[],
+        metavar="PRECISION=SHARE",
+        help="share of the PyTorch fp32 reference's mAP50-95 a cell must keep to be recommended, per precision "
+        "(default fp32=0.99 fp16=0.99 int8=0.95); repeatable",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     return p
+
+
+def accuracy_floors(items: list[str]) -> dict[str, float]:
+    """--accuracy-floor PRECISION=SHARE items over the defaults; ValueError with one line on a bad item."""
+    from harness.report.recommend import ACCURACY_FLOORS
+
+    floors = dict(ACCURACY_FLOORS)
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            share = float(value)
+        except ValueError:
+            share = float("nan")
+        if name not in floors or not 0.0 <= share <= 1.0:
+            raise ValueError(
+                f"--accuracy-floor {item!r}: expected PRECISION=SHARE with PRECISION one of "
+                f"{', '.join(floors)} and SHARE between 0 and 1"
+            )
+        floors[name] = share
+    return floors
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +68,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"report: cannot read history {args.history}: {e}", file=sys.stderr)
             return 2
     try:
-        index = render_report(args.results, args.out, history)
+        floors = accuracy_floors(args.accuracy_floor)
+    except ValueError as e:
+        print(f"report: {e}", file=sys.stderr)
+        return 2
+    try:
+        index = render_report(args.results, args.out, history, floors)
     except (FileNotFoundError, ValueError) as e:
         print(f"report: {e}", file=sys.stderr)
         return 2

@@ -255,6 +255,49 @@ def canary_drift(indexes: list[RunIndex], color: Palette) -> PlotView:
         return PlotView(key, title, caption, svg=_to_svg(fig, key))
 
 
+def speed_vs_accuracy(indexes: list[RunIndex], color: Palette) -> PlotView:
+    """p50 against the share of the reference's mAP50-95 kept, one point per cell whose accuracy was scored."""
+    key, title = "speed-accuracy", "Speed against accuracy (p50 vs mAP50-95 ratio to PyTorch fp32)"
+    caption = (
+        "One point per cell that ran ok and was scored (harness/accuracy): its p50 against its mAP50-95 over the "
+        "PyTorch fp32 reference's on the same val images; filled fp32/fp16, hollow int8. The dashed lines are the "
+        "recommendations' accuracy floors (0.99 fp32/fp16, 0.95 int8). Up and right is worse on both."
+    )
+    many = len(indexes) > 1
+    series: dict[str, list[tuple[float, float, str]]] = {}
+    for idx, rec in _measured(indexes):
+        ratio, p50 = number(rec, "accuracy.ratio"), number(rec, "latency_ms.p50")
+        if ratio is not None and p50:
+            series.setdefault(_series_label(idx, rec, many), []).append(
+                (ratio, p50, str(rec.get("precision_requested")))
+            )
+    if not series:
+        return PlotView(key, title, caption, empty_reason="no cell that ran ok has an accuracy ratio")
+    with _rc():
+        fig = _figure(7, 3.6)
+        ax = fig.add_subplot()
+        for label, pts in sorted(series.items()):
+            for prec in sorted({p[2] for p in pts}):
+                sel = [p for p in pts if p[2] == prec]
+                int8 = prec == "int8"
+                ax.scatter(
+                    [p[0] for p in sel],
+                    [p[1] for p in sel],
+                    label=f"{label} {prec}",
+                    facecolors="none" if int8 else color(label),
+                    edgecolors=color(label),
+                    s=26,
+                )
+        for floor in (0.99, 0.95):
+            ax.axvline(floor, color="0.5", linestyle="--", linewidth=0.8)
+        ax.set_yscale("log")
+        _log_axes(ax, x=False)
+        ax.set_xlabel("mAP50-95 / PyTorch fp32 reference's (same images)")
+        ax.set_ylabel("p50 latency (ms)")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+        return PlotView(key, title, caption, svg=_to_svg(fig, key))
+
+
 def gflops_per_cell(indexes: list[RunIndex], color: Palette) -> PlotView:
     """Achieved GFLOP/s of each cell against its model GFLOPs."""
     key, title = "gflops-per-cell", "Achieved GFLOP/s per cell"
@@ -329,5 +372,6 @@ def all_plots(indexes: list[RunIndex]) -> list[PlotView]:
         latency_vs_shape(indexes, color),
         memory_per_backend(indexes, color),
         gflops_per_cell(indexes, color),
+        speed_vs_accuracy(indexes, color),
         canary_drift(indexes, color),
     ]

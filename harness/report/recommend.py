@@ -57,6 +57,9 @@ class Recommendation:
     set_aside: str | None = (
         None  # qualifying cells left out of the comparison, and why (another timing scope)
     )
+    rejected: str | None = (
+        None  # cells that ran ok but failed a constraint (the accuracy floor), and by how much
+    )
 
     def as_dict(self) -> dict:
         def pick(p: Pick | None) -> dict | None:
@@ -73,6 +76,7 @@ class Recommendation:
             "tied": [pick(p) for p in self.tied],
             "tie_reason": self.tie_reason,
             "set_aside": self.set_aside,
+            "rejected": self.rejected,
         }
 
 
@@ -182,14 +186,32 @@ class RankedUseCase:
     interval: Callable[[dict], Interval | None] | None = None  # the metric's confidence interval (ties)
 
 
-def _ranked(case: RankedUseCase, indexes: list[RunIndex]) -> Recommendation:
+#: the share of the PyTorch fp32 reference's mAP50-95 a cell must keep to be recommended (where accuracy was scored)
+ACCURACY_FLOORS = {"fp32": 0.99, "fp16": 0.99, "int8": 0.95}
+
+
+def below_accuracy_floor(rec: dict, floors: dict[str, float] | None = None) -> str | None:
+    """Why `rec` fails the accuracy floor of its precision, or None (also when its accuracy was not scored)."""
+    ratio = number(rec, "accuracy.ratio")
+    floor = (floors or ACCURACY_FLOORS).get(str(rec.get("precision_requested")))
+    if ratio is None or floor is None or ratio >= floor:
+        return None
+    return f"{rec.get('backend')} {rec.get('precision_requested')} keeps {ratio:.3f} of the reference mAP50-95 (floor {floor:g})"
+
+
+def _ranked(
+    case: RankedUseCase, indexes: list[RunIndex], floors: dict[str, float] | None = None
+) -> Recommendation:
     key, title, criterion, value = case.key, case.title, case.criterion, case.metric
     pool = [(i, r) for i in indexes for r in i.cells if case.pool(r)]
     qualifying = [(i, r) for i, r in pool if case.qualifies(r)]
+    failed = sorted({w for _, r in qualifying if (w := below_accuracy_floor(r, floors))})
+    qualifying = [(i, r) for i, r in qualifying if not below_accuracy_floor(r, floors)]
+    rejected = ("below the accuracy floor: " + "; ".join(failed)) if failed else None
     cands = [(i, r) for i, r in qualifying if value(r) is not None]
     if not cands:
         reason = _pool_reason(pool, case.what, len(qualifying), case.metric_name)
-        return Recommendation(key, title, criterion, none_reason=reason)
+        return Recommendation(key, title, criterion, none_reason=reason, rejected=rejected)
     groups: dict[tuple, list[Cand]] = {}
     for i, r in cands:
         wk = workload_key(r)
@@ -223,11 +245,18 @@ def _ranked(case: RankedUseCase, indexes: list[RunIndex]) -> Recommendation:
     if len(tied) > 1:
         picks = tuple(_pick(i, r, indexes, case.numbers(r)) for i, r in tied)
         return Recommendation(
-            key, title, criterion, workload=workload, tied=picks, tie_reason=why, set_aside=aside
+            key,
+            title,
+            criterion,
+            workload=workload,
+            tied=picks,
+            tie_reason=why,
+            set_aside=aside,
+            rejected=rejected,
         )
     winner = _pick(*ranked[0], indexes, case.numbers(ranked[0][1]))
     runner = _pick(*ranked[1], indexes, case.numbers(ranked[1][1])) if len(ranked) > 1 else None
-    return Recommendation(key, title, criterion, winner, runner, workload, set_aside=aside)
+    return Recommendation(key, title, criterion, winner, runner, workload, set_aside=aside, rejected=rejected)
 
 
 def _set_aside(groups: dict[tuple, list[Cand]], chosen: tuple, case: RankedUseCase) -> str | None:
@@ -501,14 +530,14 @@ USE_CASES = {
 }  # fmt: skip
 
 
-def recommendations(indexes: list[RunIndex]) -> list[Recommendation]:
-    """Every use case, in page order."""
+def recommendations(indexes: list[RunIndex], floors: dict[str, float] | None = None) -> list[Recommendation]:
+    """Every use case, in page order; `floors`: the accuracy floor per precision (default ACCURACY_FLOORS)."""
     return [
-        _ranked(USE_CASES["gpu-latency"], indexes),
-        _ranked(USE_CASES["gpu-throughput"], indexes),
-        _ranked(USE_CASES["cpu-edge"], indexes),
+        _ranked(USE_CASES["gpu-latency"], indexes, floors),
+        _ranked(USE_CASES["gpu-throughput"], indexes, floors),
+        _ranked(USE_CASES["cpu-edge"], indexes, floors),
         dynamic_inputs(indexes),
-        _ranked(USE_CASES["mobile-embedded"], indexes),
-        _ranked(USE_CASES["lowest-memory"], indexes),
+        _ranked(USE_CASES["mobile-embedded"], indexes, floors),
+        _ranked(USE_CASES["lowest-memory"], indexes, floors),
         simplest(indexes),
     ]

@@ -84,7 +84,12 @@ class LogLinks:
         return None
 
 
-def build_content(indexes: list[RunIndex], report_dir: Path, history: dict | None = None) -> dict[str, Any]:
+def build_content(
+    indexes: list[RunIndex],
+    report_dir: Path,
+    history: dict | None = None,
+    floors: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """Everything the templates show, computed from the records."""
     notes = Notes()
     href = LogLinks(report_dir)
@@ -99,7 +104,7 @@ def build_content(indexes: list[RunIndex], report_dir: Path, history: dict | Non
         "has_compile": with_compile,
         "has_trends": bool(trends),
         "plots": all_plots(indexes),
-        "recommendations": recommendations(indexes),
+        "recommendations": recommendations(indexes, floors),
         "claims": evaluate(indexes),
         "regressions": regressions(history),
         "failures": failures(indexes, href),
@@ -114,7 +119,10 @@ def render_html(content: dict[str, Any]) -> str:
 
 
 def render_report(
-    result_dirs: list[Path], out_root: Path = Path("reports"), history: dict | None = None
+    result_dirs: list[Path],
+    out_root: Path = Path("reports"),
+    history: dict | None = None,
+    floors: dict[str, float] | None = None,
 ) -> Path:
     """Render the runs in `result_dirs` side by side; returns the written index.html.
 
@@ -127,7 +135,7 @@ def render_report(
     out_root = Path(out_root)
     report_dir = out_root / report_id(indexes)
     report_dir.mkdir(parents=True, exist_ok=True)
-    content = build_content(indexes, report_dir, history)
+    content = build_content(indexes, report_dir, history, floors)
     (report_dir / "index.html").write_text(render_html(content), encoding="utf-8")
     (report_dir / "summary.json").write_text(summary_json(content, indexes), encoding="utf-8")
     (report_dir / "summary.md").write_text(summary_md(content), encoding="utf-8")

@@ -169,6 +169,16 @@ def p50_spread(rec: dict, notes: Notes) -> tuple[Shown, Shown]:
     return shown_ci, Shown(text, rounds)
 
 
+def accuracy_shown(rec: dict, notes: Notes) -> Shown:
+    """mAP50-95 over the PyTorch fp32 reference's on the same images, with the cell's mAP and its tier."""
+    ratio = number(rec, "accuracy.ratio")
+    if ratio is None:
+        path = "accuracy.ratio" if isinstance(rec.get("accuracy"), dict) else "accuracy"
+        return notes.na(null_reason(rec, path))
+    acc = rec["accuracy"]
+    return Shown(f"{ratio:.3f} ({fmt_num(acc.get('map50_95'), 3)}; {acc.get('tier')})", ratio)
+
+
 def achieved_gflops(rec: dict, notes: Notes) -> Shown:
     """Published model GFLOPs (scaled to the shape) over measured p50: an estimate of achieved GFLOP/s."""
     gflops, p50 = number(rec, "gflops"), number(rec, "latency_ms.p50")
@@ -236,6 +246,7 @@ def measured_rows(
             values["speedup"] = speedup(idx, rec, notes)
             values["p50_ci"], values["rounds"] = p50_spread(rec, notes)
             values["gflops_s"] = achieved_gflops(rec, notes)
+            values["accuracy"] = accuracy_shown(rec, notes)
             requested, executed = rec.get("precision_requested"), rec.get("precision_executed")
             precision = f"{requested} → {executed}" if executed and executed != requested else str(requested)
             if not executed:

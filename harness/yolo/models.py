@@ -38,6 +38,8 @@ class ModelSource:
     task: str
     weights_dir: Path | None = None
     seed: int = 0
+    #: use the committed stand-in weights (harness.accuracy.standin) where one exists and no weights_dir is given
+    standin: bool = False
 
     @property
     def stem(self) -> str:
@@ -65,7 +67,7 @@ class Materialized:
     """A checkpoint on disk and how to describe it in records."""
 
     checkpoint: Path
-    weights: str  # "random-init:<seed>" or "<path>"
+    weights: str  # "random-init:<seed>", "standin:<sha256>" or "<path>"
     sha256: str
 
 
@@ -78,11 +80,19 @@ def sha256_file(path: Path) -> str:
 
 
 def materialize(src: ModelSource, cache_dir: Path) -> Materialized:
-    """Return a checkpoint for `src`, building and caching the seeded random init if no weights file is given."""
+    """Return a checkpoint for `src`: its weights file, else the committed stand-in (when asked and one exists), else
+    the seeded random init, built and cached."""
     f = src.weights_file()
     if f is not None:
         src.check()
         return Materialized(f, str(f), sha256_file(f))
+    if src.standin:
+        from harness.accuracy.standin import standin_checkpoint
+
+        standin = standin_checkpoint(src.size, src.task)
+        if standin is not None:
+            digest = sha256_file(standin)
+            return Materialized(standin, f"standin:{digest}", digest)
     ckpt = Path(cache_dir) / "models" / f"{src.stem}-random-init-{src.seed}.pt"
     if not ckpt.exists():
         import torch

@@ -55,11 +55,16 @@ class Calibration:
 
 def calibration_for(req: ExportRequest) -> Calibration:
     """The calibration set of `req`: its `calibration` dataset YAML, else the generated dataset's calib split."""
+    return calibration_set(req.calibration)
+
+
+def calibration_set(data_yaml: Path | str | None) -> Calibration:
+    """The calibration set of a dataset YAML (its `calib` split, else `val`); None: the generated dataset's."""
     import yaml
 
     from harness.accuracy import dataset as ds
 
-    data_yaml = Path(req.calibration) if req.calibration else ds.generate()
+    data_yaml = Path(data_yaml) if data_yaml else ds.generate()
     if not data_yaml.is_file():
         raise FileNotFoundError(f"int8 calibration dataset {data_yaml} does not exist")
     doc = yaml.safe_load(data_yaml.read_text()) or {}
@@ -70,6 +75,19 @@ def calibration_for(req: ExportRequest) -> Calibration:
     if not images:
         raise ValueError(f"int8 calibration dataset {data_yaml} has no images in its {split!r} split")
     return Calibration(data_yaml.resolve(), split, images)
+
+
+def identity(data_yaml: Path) -> str:
+    """What the export cache keys an int8 artifact by: the dataset YAML's text and the calibration split's image
+    names and sizes (a changed, regenerated or other dataset is another artifact)."""
+    import hashlib
+
+    cal = calibration_set(data_yaml)
+    h = hashlib.sha256(cal.data_yaml.read_bytes())
+    h.update(cal.split.encode())
+    for p in cal.images:
+        h.update(f"{p.name}:{p.stat().st_size}".encode())
+    return h.hexdigest()[:16]
 
 
 def batches(cal: Calibration, height: int, width: int, batch: int) -> Iterator[np.ndarray]:
