@@ -13,3 +13,19 @@ REPO = Path(__file__).resolve().parent.parent
 def cache_dir(tmp_path_factory) -> Path:
     """Export/checkpoint cache shared by every test of the session, so each real export happens once."""
     return tmp_path_factory.mktemp("bench-cache")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_eval_dataset(tmp_path_factory):
+    """One generated evaluation dataset (val and calib splits) for every run of the session, subprocesses too."""
+    import os
+
+    from harness.execute.attempt import DATASET_DIR_ENV
+
+    old = os.environ.get(DATASET_DIR_ENV)
+    os.environ[DATASET_DIR_ENV] = str(tmp_path_factory.mktemp("eval-dataset"))
+    yield
+    if old is None:
+        os.environ.pop(DATASET_DIR_ENV, None)
+    else:
+        os.environ[DATASET_DIR_ENV] = old

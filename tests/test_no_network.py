@@ -150,7 +150,7 @@ def watched_run(tmp_path_factory):
 def test_the_suite_ran_its_cells(watched_run):
     p, _, _, _, tmp = watched_run
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert "2 ok" in p.stdout, p.stdout[-3000:]
+    assert "4 ok" in p.stdout, p.stdout[-3000:]  # fp32 and int8 (the default profile's int8 block) of each
     assert (tmp / "results" / "reports" / "latest" / "index.html").is_file()  # reports follow --results-dir
 
 

@@ -30,8 +30,16 @@ BREAKS = {"zero-scores": "unmatched_frac", "shift-classes": "class_agreement", "
 
 
 def _runner(results, cache_dir, run_id) -> CellRunner:
+    # random-init weights, as the fp16 bounds were set from: they amplify rounding (a trained network's fp16 run,
+    # the stand-in's, passes even the fp32 bounds)
     cfg = RunConfig(
-        run_id=run_id, results_dir=results, cache_dir=cache_dir, max_time_s=0.1, block_s=0.02, warmup=1
+        run_id=run_id,
+        results_dir=results,
+        cache_dir=cache_dir,
+        max_time_s=0.1,
+        block_s=0.02,
+        warmup=1,
+        standin=False,
     )
     return CellRunner(cfg, progress=lambda m: None)
 

@@ -176,7 +176,8 @@ def _gpu_cells(results: Path, run_id: str, shapes: str = "160") -> list[str]:
     """One or two onnxruntime CUDA cells: skipped on a machine without one, so a suite run does no export."""
     return [
         "--sizes", "n", "--tasks", "detect", "--heads", "e2e", "--backends", "onnxruntime", "--devices", "cuda",
-        "--shapes", shapes, "--results-dir", str(results), "--cache-dir", str(results / "cache"),
+        "--shapes", shapes, "--precisions", "fp32", "--results-dir", str(results),
+        "--cache-dir", str(results / "cache"),
         "--run-id", run_id, "--no-report", "--no-history", "-v",
     ]  # fmt: skip
 

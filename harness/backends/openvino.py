@@ -18,7 +18,7 @@ import numpy as np
 
 from harness.backends import register
 from harness.backends._shared.precision import verdict
-from harness.backends._shared.ultralytics_export import export_with_ultralytics
+from harness.backends._shared.ultralytics_export import export_with_ultralytics, no_font_download
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
 from harness.core.threads import GPU_CELL_REASON
 
@@ -194,7 +194,7 @@ class OpenVino(Backend):
         from harness.backends._shared.calibration import calibration_for
 
         cal = calibration_for(req)
-        with tempfile.TemporaryDirectory(prefix="ov-calibration-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="ov-calibration-") as tmp, no_font_download():
             path = export_with_ultralytics(req, "openvino", data=str(cal.ultralytics_yaml(Path(tmp))))
         used = (len(cal.images) // min(req.batch, len(cal.images))) * min(req.batch, len(cal.images))
         info = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import threading
 import time
 import traceback
@@ -43,6 +44,9 @@ from harness.yolo.dynamic import DEFAULT_RANGE
 from harness.yolo.models import Materialized, ModelSource, materialize
 
 log = logging.getLogger(__name__)
+
+#: where the generated evaluation dataset lives (default CACHE_DIR/dataset-eval); tests share one per session
+DATASET_DIR_ENV = "YOLO26_BENCH_DATASET_DIR"
 
 __all__ = ["Attempt", "CellRunner", "RunConfig", "loop_timer", "slowdown_factors"]
 
@@ -210,17 +214,17 @@ class CellRunner:
         return self._materialized[key]
 
     def dataset_yaml(self) -> Path:
-        """The dataset of accuracy and int8 calibration: --data, else the generated one under the cache dir
-        (generated once, on first use)."""
+        """The dataset of accuracy and int8 calibration: --data, else the generated one (its val and calib splits)
+        in $YOLO26_BENCH_DATASET_DIR or CACHE_DIR/dataset-eval, generated on first use."""
         with self._dataset_lock:
             if self._dataset is None:
                 from harness.accuracy import dataset as ds
 
-                self._dataset = (
-                    Path(self.config.data).resolve()
-                    if self.config.data
-                    else ds.generate(Path(self.config.cache_dir) / "dataset")
-                )
+                if self.config.data:
+                    self._dataset = Path(self.config.data).resolve()
+                else:  # val and calib only: each image has its own seed, so they are the training set's own
+                    root = os.environ.get(DATASET_DIR_ENV) or Path(self.config.cache_dir) / "dataset-eval"
+                    self._dataset = ds.generate(Path(root), train=1)
         return self._dataset
 
     def accuracy_split(self):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -65,6 +66,20 @@ def export_with_ultralytics(req: ExportRequest, fmt: str, **kwargs) -> Path:
     if not artifact.exists():
         raise RuntimeError(f"ultralytics export reported {artifact}, which does not exist")
     return artifact
+
+
+@contextlib.contextmanager
+def no_font_download():
+    """ultralytics' dataset check (`check_det_dataset`, run by its int8 exporters) ends by fetching a plotting font
+    from GitHub when none is installed; the harness plots nothing with it, and nothing may download at run time."""
+    import ultralytics.data.utils as data_utils
+
+    original = data_utils.check_font
+    data_utils.check_font = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        data_utils.check_font = original
 
 
 def artifact_bytes(path: Path) -> int:
