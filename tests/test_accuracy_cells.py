@@ -137,3 +137,11 @@ def test_the_paired_reference_of_a_mixed_group_is_an_fp32_cell():
     assert min([st("openvino", "int8"), st("onnxruntime", "fp32")], key=_order).cell.precision == "fp32"
     mixed = [st("onnxruntime", "int8"), st("torch-eager", "fp32"), st("openvino", "fp32")]
     assert min(mixed, key=_order).cell.backend == "torch-eager"
+
+
+def test_fewer_images_above_640_pixels_the_same_for_every_cell_of_a_shape():
+    assert per_cell.images_for(32, 640, 640) == per_cell.images_for(32, 320, 320) == 32
+    assert per_cell.images_for(32, 384, 640) == 32
+    assert per_cell.images_for(32, 1280, 1280) == 8
+    assert per_cell.images_for(32, 4096, 4096) == per_cell.MIN_IMAGES
+    assert per_cell.images_for(4, 1280, 1280) == 4  # never more than asked

@@ -45,6 +45,10 @@ class Split:
     def __len__(self) -> int:
         return len(self.images)
 
+    def first(self, n: int) -> Split:
+        """The first `n` images of this split."""
+        return Split(self.images[:n], self.labels[:n], self.shapes[:n], self.dataset)
+
 
 def load_split(
     data_yaml: Path | str | None = None, split: str = "val", limit: int | None = DEFAULT_IMAGES

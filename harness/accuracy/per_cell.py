@@ -19,6 +19,18 @@ TIERS = ((0.99, "within 99%"), (0.95, "within 95%"))
 BELOW = "below 95%"
 
 
+#: the fewest val images a cell is scored on
+MIN_IMAGES = 8
+
+
+def images_for(images: int, height: int, width: int) -> int:
+    """Val images scored at a shape: `images` up to 640x640 pixels, fewer in proportion above (at least
+    MIN_IMAGES), so that a cell's accuracy pass costs about the same at every shape (a yolo26n@1280 round takes 4x
+    a 640 one)."""
+    scaled = round(images * (640 * 640) / max(1, height * width))
+    return max(min(images, MIN_IMAGES), min(images, scaled))
+
+
 def tier(ratio: float | None) -> str | None:
     """The record's `accuracy.tier` for a ratio to the reference's mAP50-95."""
     if ratio is None:

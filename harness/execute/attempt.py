@@ -227,13 +227,17 @@ class CellRunner:
                     self._dataset = ds.generate(Path(root), train=1)
         return self._dataset
 
-    def accuracy_split(self):
-        """The val images every cell's accuracy is scored on (the first `accuracy_images` by name)."""
+    def accuracy_split(self, cell: Cell):
+        """The val images `cell`'s accuracy is scored on: the first `accuracy_images` by name, fewer above 640x640
+        pixels (harness.accuracy.per_cell.images_for), the same for every cell of one shape."""
+        from harness.accuracy.per_cell import images_for
+
         if self._split is None:
             from harness.accuracy.evaluate import load_split
 
             self._split = load_split(self.dataset_yaml(), "val", limit=self.config.accuracy_images)
-        return self._split
+        n = images_for(self.config.accuracy_images, cell.shape.height, cell.shape.width)
+        return self._split.first(n)
 
     def reference(
         self, mat: Materialized, cell: Cell, height: int, width: int, options: dict

@@ -461,7 +461,7 @@ def accuracy(svc: CellRunner, s: AttemptState) -> bool:
     h, w = cell.shape.height, cell.shape.width
     t0 = time.perf_counter()
     try:
-        split = svc.accuracy_split()
+        split = svc.accuracy_split(cell)
         infer = per_cell.runner_infer(s.runner)
         modes = corruptions().get(cell.backend)
         if modes:  # the corruption knob spoils what accuracy scores too
