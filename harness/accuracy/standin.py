@@ -5,13 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-STANDIN_DIR = Path(__file__).resolve().parents[2] / "weights" / "standin"
+from harness.yolo.models import STANDIN_DIR, sha256_file, standin_checkpoint
 
-
-def standin_checkpoint(size: str, task: str) -> Path | None:
-    """The stand-in weights file for yolo26{size} {task}, or None where none is committed (only n detect is)."""
-    f = STANDIN_DIR / f"yolo26{size}-{task}.pt"
-    return f if f.is_file() else None
+__all__ = ["STANDIN_DIR", "is_standin", "standin_checkpoint", "standin_info", "standin_label"]
 
 
 def standin_info(checkpoint: Path) -> dict:
@@ -21,8 +17,6 @@ def standin_info(checkpoint: Path) -> dict:
 
 def standin_label(checkpoint: Path) -> str:
     """How records name these weights: `standin:<sha256>` (of the file as it is on disk)."""
-    from harness.yolo.models import sha256_file
-
     return f"standin:{sha256_file(Path(checkpoint))}"
 
 

@@ -71,6 +71,16 @@ class Materialized:
     sha256: str
 
 
+#: the committed stand-in weights (scripts/train_standin.py), trained on the generated dataset (harness.accuracy)
+STANDIN_DIR = Path(__file__).resolve().parents[2] / "weights" / "standin"
+
+
+def standin_checkpoint(size: str, task: str) -> Path | None:
+    """The stand-in weights file for yolo26{size} {task}, or None where none is committed (only n detect is)."""
+    f = STANDIN_DIR / f"yolo26{size}-{task}.pt"
+    return f if f.is_file() else None
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -87,8 +97,6 @@ def materialize(src: ModelSource, cache_dir: Path) -> Materialized:
         src.check()
         return Materialized(f, str(f), sha256_file(f))
     if src.standin:
-        from harness.accuracy.standin import standin_checkpoint
-
         standin = standin_checkpoint(src.size, src.task)
         if standin is not None:
             digest = sha256_file(standin)
