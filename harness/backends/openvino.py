@@ -191,14 +191,13 @@ class OpenVino(Backend):
             return ExportResult(str(export_with_ultralytics(req, "openvino")), {})
         # int8: ultralytics' own int8 export (NNCF post-training quantisation of the IR, its ignored scope for the
         # head's post-processing), calibrated on the calibration split through its LetterBox at the export shape
-        from harness.backends._shared.calibration import calibration_for
+        from harness.backends._shared.calibration import calibration_for, used_images
 
         cal = calibration_for(req)
         with tempfile.TemporaryDirectory(prefix="ov-calibration-") as tmp, no_font_download():
             path = export_with_ultralytics(req, "openvino", data=str(cal.ultralytics_yaml(Path(tmp))))
-        used = (len(cal.images) // min(req.batch, len(cal.images))) * min(req.batch, len(cal.images))
         info = {
-            "calibration": cal.info(used),
+            "calibration": cal.info(used_images(cal, req.batch)),
             "quantization": "int8 NNCF post-training (ultralytics int8=True)",
         }
         return ExportResult(str(path), info)

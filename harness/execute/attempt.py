@@ -85,7 +85,7 @@ class CellRunner:
         self._dataset: Path | None = None
         self._dataset_lock = threading.Lock()
         self._split = None  # the val images accuracy scores on (harness.accuracy.evaluate.Split), loaded once
-        #: PyTorch fp32 mAP per (weights, head, shape, batch): the reference every cell's accuracy is a ratio to
+        #: PyTorch fp32 mAP per (weights, head, shape, dataset, images): what every cell's accuracy is a ratio to
         self.accuracy_refs: dict[tuple, dict] = {}
         self._model_locks: dict[tuple, threading.Lock] = {}
         self.slowdown = slowdown_factors()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from harness.report.index import RunIndex, backend_order, order_key, row_key, row_sort
 from harness.report.load import number
 from harness.report.matrix import row_label
+from harness.report.recommend import ACCURACY_FLOORS
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +289,7 @@ def speed_vs_accuracy(indexes: list[RunIndex], color: Palette) -> PlotView:
                     edgecolors=color(label),
                     s=26,
                 )
-        for floor in (0.99, 0.95):
+        for floor in sorted(set(ACCURACY_FLOORS.values())):
             ax.axvline(floor, color="0.5", linestyle="--", linewidth=0.8)
         ax.set_yscale("log")
         _log_axes(ax, x=False)

@@ -205,9 +205,9 @@ def _ranked(
     key, title, criterion, value = case.key, case.title, case.criterion, case.metric
     pool = [(i, r) for i in indexes for r in i.cells if case.pool(r)]
     qualifying = [(i, r) for i, r in pool if case.qualifies(r)]
-    failed = sorted({w for _, r in qualifying if (w := below_accuracy_floor(r, floors))})
-    qualifying = [(i, r) for i, r in qualifying if not below_accuracy_floor(r, floors)]
-    rejected = ("below the accuracy floor: " + "; ".join(failed)) if failed else None
+    below = {id(r): why for _, r in qualifying if (why := below_accuracy_floor(r, floors))}
+    qualifying = [(i, r) for i, r in qualifying if id(r) not in below]
+    rejected = ("below the accuracy floor: " + "; ".join(sorted(set(below.values())))) if below else None
     cands = [(i, r) for i, r in qualifying if value(r) is not None]
     if not cands:
         reason = _pool_reason(pool, case.what, len(qualifying), case.metric_name)

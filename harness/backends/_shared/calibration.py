@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends.base import ExportRequest
+from harness.yolo.inputs import letterbox_files
 
 log = logging.getLogger(__name__)
 
@@ -98,16 +99,10 @@ def batches(cal: Calibration, height: int, width: int, batch: int) -> Iterator[n
     for i in range(full):
         paths = list(cal.images[i * batch : (i + 1) * batch])
         paths += [paths[0]] * (batch - len(paths))
-        yield letterbox(paths, height, width)
+        yield letterbox_files(paths, height, width)
 
 
 def used_images(cal: Calibration, batch: int) -> int:
     """How many distinct images `batches` feeds."""
     n = len(cal.images)
     return n if n < batch else (n // batch) * batch
-
-
-def letterbox(paths: list[Path], height: int, width: int) -> np.ndarray:
-    from harness.yolo.inputs import letterbox_files
-
-    return letterbox_files(paths, height, width)
