@@ -257,3 +257,189 @@ def test_accuracy_floor_option_overrides_one_precision_and_refuses_nonsense():
     for bad in ("int8", "int4=0.9", "fp32=1.5", "fp32=x"):
         with pytest.raises(ValueError, match="--accuracy-floor"):
             accuracy_floors([bad])
+
+
+# -- use cases from the scenario records (issue 13), on hand-made records marked synthetic -----------------------
+def scen(
+    backend: str,
+    p99: float = 20.0,
+    p99_ci: tuple[float, float] | None = None,
+    *,
+    rss: float = 400.0,
+    streams: int = 2,
+    multi_p99: float = 25.0,
+    multi_ips: float = 80.0,
+    rate: float | None = 40.0,
+    rate_interval: tuple[float, float | None] = (40.0, 60.0),
+    ips: float = 80.0,
+    ips_ci: tuple[float, float] | None = None,
+    missed: float = 0.0,
+    valid: bool = True,
+    **extra,
+) -> dict:
+    """A cell of the scenario profile's workload with all five scenarios (figures invented, marked synthetic)."""
+    r = rec(backend, p99 / 1.3, synthetic=True, **extra)
+    lo, hi = p99_ci or (0.98 * p99, 1.02 * p99)
+    single = {
+        "scenario": "single-stream", "metric": "p90 latency", "value": p99 / 1.1, "unit": "ms", "valid": valid,
+        "rule": "at least 1024 queries", "p50": p99 / 1.25, "p90": p99 / 1.1, "p99": p99, "queries": 1024,
+        "duration_s": 20.0, "p99_interval": [lo, hi],
+    }  # fmt: skip
+    r["memory"] = {"host_peak_rss_mib": rss}
+    r["latency_e2e_ms"] = dict(r["latency_ms"], p50=p99 / 1.25, p99=p99, timing_scope="end-to-end")
+    r["scenario"], r["scenario_result"] = "single-stream", single
+    tried = [{"rate": rate_interval[0], "p99_ms": 80.0, "queries": 800, "ok": True}]
+    if rate_interval[1] is not None:
+        tried.append({"rate": rate_interval[1], "p99_ms": 140.0, "queries": 1200, "ok": False})
+    r["scenarios"] = {
+        "single-stream": single,
+        "multi-stream": {
+            "scenario": "multi-stream", "metric": "p99 per query", "value": multi_p99, "unit": "ms", "valid": True,
+            "rule": "r", "streams": streams, "p50": multi_p99 / 1.3, "p99": multi_p99, "queries": 300,
+            "throughput_ips": multi_ips, "mechanism": "threads", "p99_interval": [0.98 * multi_p99, 1.02 * multi_p99],
+        },
+        "server": {
+            "scenario": "server", "metric": "queries/s", "value": rate, "unit": "q/s", "valid": rate is not None,
+            "rule": "p99 <= 100 ms", "bound_ms": 100.0, "rate_interval": list(rate_interval), "tried": tried,
+            "concurrency": 2, "mechanism": "threads",
+        },
+        "offline": {
+            "scenario": "offline", "metric": "images/s", "value": ips, "unit": "images/s", "valid": True, "rule": "r",
+            "batch": 8, "concurrency": 2, "sweep": [{"concurrency": 2, "batch": 8, "ips": ips}],
+            "ips_interval": list(ips_ci or (0.98 * ips, 1.02 * ips)),
+        },
+        "camera": {
+            "scenario": "camera", "metric": "missed share at 30 FPS", "value": missed, "unit": "share", "valid": True,
+            "rule": "r", "fps": {"30": {"missed_share": missed, "frames": 900, "p99_ms": p99},
+                                 "60": {"missed_share": 2 * missed, "frames": 1800, "p99_ms": p99}},
+        },
+    }  # fmt: skip
+    return r
+
+
+def use_case(key: str, *records: dict, cap: float | None = None, floors: dict | None = None):
+    from harness.report.picks import Constraints
+    from harness.report.usecases import SCENARIO_CASES, scenario_pick
+
+    case = next(c for c in SCENARIO_CASES if c.key == key)
+    idx = indexes(*records)
+    return scenario_pick(case, idx[0], idx, Constraints(floors, cap))
+
+
+def test_camera_picks_the_lowest_e2e_p99_within_the_frame_time_and_names_the_rest():
+    result = use_case(
+        "camera", scen("openvino", 20.0, missed=0.01), scen("onnxruntime", 25.0), scen("torch-eager", 40.0)
+    )
+    assert result.winner.backend == "openvino" and result.runner_up.backend == "onnxruntime"
+    assert (
+        "e2e p99 20.0 ms ≤ 33.3 ms" in result.winner.figure
+        and "1.0% of frames missed" in result.winner.figure
+    )
+    (rejected,) = result.rejections
+    assert rejected.backend == "torch-eager" and rejected.constraint == "frame time"
+    assert "e2e p99 40.0 ms over the 33.3 ms frame time at 30 FPS" in rejected.why
+    assert result.machine and result.measured
+
+
+def test_camera_overlapping_p99_intervals_tie_and_separated_ones_do_not():
+    tied = use_case("camera", scen("openvino", 20.0, (19.0, 22.0)), scen("onnxruntime", 21.0, (20.5, 23.0)))
+    assert tied.winner is None and [p.backend for p in tied.tied] == ["openvino", "onnxruntime"]
+    assert "e2e p99 95% intervals overlap" in tied.tie_reason
+    apart = use_case("camera", scen("openvino", 20.0, (19.0, 20.4)), scen("onnxruntime", 21.0, (20.5, 23.0)))
+    assert apart.winner.backend == "openvino" and not apart.tied
+
+
+def test_camera_cell_past_the_frame_time_cannot_win_however_fast_its_model():
+    """The model-only ranking would pick openvino (lowest model p50); end to end its p99 breaks the frame time."""
+    fast_model = scen("openvino", 35.0)
+    fast_model["latency_ms"] = dict(fast_model["latency_ms"], p50=5.0)
+    result = use_case("camera", fast_model, scen("onnxruntime", 30.0))
+    assert result.winner.backend == "onnxruntime"
+    assert result.rejections[0].backend == "openvino" and "35.0 ms over" in result.rejections[0].why
+    assert _ranked(USE_CASES["cpu-edge"], indexes(fast_model, scen("onnxruntime", 30.0))).winner.backend == (
+        "openvino"
+    )
+
+
+def test_memory_cap_rejects_the_fastest_with_its_figure():
+    cells = (scen("openvino", 20.0, rss=900.0), scen("onnxruntime", 26.0, rss=450.0))
+    assert use_case("camera", *cells).winner.backend == "openvino"
+    capped = use_case("camera", *cells, cap=512)
+    assert capped.winner.backend == "onnxruntime" and capped.runner_up is None
+    (rejected,) = capped.rejections
+    assert (
+        rejected.constraint == "memory cap" and "host peak RSS 900.0 MiB over the 512 MiB cap" in rejected.why
+    )
+    # a cell without a memory figure is not known to fit
+    unknown = scen("openvino", 20.0)
+    unknown["memory"] = None
+    result = use_case("camera", unknown, cells[1], cap=512)
+    assert result.winner.backend == "onnxruntime" and "not known to fit" in result.rejections[0].why
+    # the model-only use cases apply the cap as well
+    model_only = _ranked(USE_CASES["cpu-edge"], indexes(*cells), None, 512)
+    assert model_only.winner.backend == "onnxruntime" and "memory cap" in model_only.rejected
+
+
+def test_server_rate_intervals_that_overlap_are_tied():
+    a = scen("openvino", rate=60.0, rate_interval=(60.0, 80.0))
+    b = scen("onnxruntime", rate=70.0, rate_interval=(70.0, 90.0))
+    tied = use_case("server", a, b)
+    assert tied.winner is None and [p.backend for p in tied.tied] == ["onnxruntime", "openvino"]
+    assert "rate intervals" in tied.tie_reason
+    # one passed at the rate where the other failed: apart
+    c = scen("onnxruntime", rate=80.0, rate_interval=(80.0, 100.0))
+    apart = use_case("server", a, c)
+    assert apart.winner.backend == "onnxruntime" and apart.runner_up.backend == "openvino"
+    assert "80.0 q/s at p99 ≤ 100 ms" in apart.winner.figure
+
+
+def test_server_cell_that_served_no_rate_within_the_bound_is_rejected():
+    none = scen("torch-eager", rate=None, rate_interval=(0.0, 5.0))
+    result = use_case("server", none, scen("openvino"))
+    assert result.winner.backend == "openvino"
+    (rejected,) = result.rejections
+    assert rejected.constraint == "p99 bound" and "no rate kept p99 within 100 ms" in rejected.why
+
+
+def test_offline_ips_intervals_decide_ties():
+    tied = use_case("offline", scen("openvino", ips=100.0, ips_ci=(96, 104)), scen("onnxruntime", ips=98.0))
+    assert tied.winner is None and len(tied.tied) == 2 and "images/s" in tied.tie_reason
+    apart = use_case("offline", scen("openvino", ips=100.0), scen("onnxruntime", ips=80.0))
+    assert apart.winner.backend == "openvino" and "100 img/s at batch 8 × 2" in apart.winner.figure
+
+
+def test_multi_camera_most_streams_win_then_throughput():
+    more = scen("onnxruntime", streams=4, multi_p99=30.0, multi_ips=70.0)
+    fewer = scen("openvino", streams=2, multi_p99=20.0, multi_ips=95.0)
+    result = use_case("multi-camera", more, fewer)
+    assert result.winner.backend == "onnxruntime" and "4 streams" in result.winner.figure
+    late = scen("onnxruntime", streams=4, multi_p99=40.0)  # 4 streams, but past the frame time
+    result = use_case("multi-camera", late, fewer)
+    assert result.winner.backend == "openvino" and "40.0 ms over the 33.3 ms frame time" in result.rejected
+
+
+def test_an_invalid_scenario_result_is_rejected_by_its_rule():
+    result = use_case("camera", scen("openvino", 20.0, valid=False), scen("onnxruntime", 25.0))
+    assert result.winner.backend == "onnxruntime"
+    assert (
+        result.rejections[0].constraint == "validity" and "at least 1024 queries" in result.rejections[0].why
+    )
+
+
+def test_scenario_use_cases_keep_the_accuracy_floor():
+    low = scen("openvino", 20.0, accuracy={"ratio": 0.9, "map50_95": 0.27, "tier": "below"})
+    result = use_case("camera", low, scen("onnxruntime", 25.0))
+    assert result.winner.backend == "onnxruntime"
+    assert "openvino fp32 keeps 0.900 of the reference mAP50-95 (floor 0.99)" in result.rejected
+
+
+def test_records_without_scenarios_say_the_use_case_was_not_measured():
+    from harness.report.recommend import recommendations
+
+    recs = recommendations(indexes(rec("openvino", 10.0), rec("onnxruntime", 12.0)))
+    by_key = {r.key: r for r in recs}
+    for key in ("camera", "multi-camera", "server", "offline"):
+        assert not by_key[key].measured and by_key[key].winner is None
+        assert by_key[key].none_reason.startswith("not measured")
+    assert by_key["cpu-edge"].winner.backend == "openvino"  # the model-only answer stands in, as before
+    assert by_key["lowest-memory"].measured

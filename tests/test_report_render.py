@@ -235,7 +235,18 @@ def test_verdict_counts_match_the_records(both):
 
 # -- matrix --------------------------------------------------------------------------------------------------
 def entry_of(doc: Node, run_pos: int, rec: dict) -> tuple[Node, Node]:
-    """The matrix cell (td) and entry of a record: in its shape's matrix, in its run's column group."""
+    """The matrix cell (td) and entry of a record: in its shape's matrix, in its run's column group; or, for a
+    cell of a device or backend that ran no cell on its machine, its entry on that folded line (which carries the
+    run, device and backend itself)."""
+    folded = doc.all("table", cls="folded")
+    found = [
+        (e, e)
+        for table in folded
+        for e in table.all("div", cls="entry", data_cell_id=rec["cell_id"], data_run=str(run_pos))
+    ]
+    if found:
+        assert len(found) == 1, f"{rec['cell_id']}: {len(found)} folded entries in run {run_pos}"
+        return found[0]
     table = doc.one("table", cls="matrix", data_shape=shape_of(rec))
     found = [
         (td, e)

@@ -11,13 +11,18 @@ from pathlib import Path
 
 
 def render_report(
-    result_dirs: list[Path], out_root: Path = Path("reports"), history: dict | None = None
+    result_dirs: list[Path],
+    out_root: Path = Path("reports"),
+    history: dict | None = None,
+    floors: dict[str, float] | None = None,
+    memory_cap_mib: float | None = None,
 ) -> Path:
-    """Render the runs in `result_dirs` side by side and return the path of the written index.html."""
+    """Render the runs in `result_dirs` side by side and return the path of the written index.html; `floors` and
+    `memory_cap_mib` are the constraints every recommendation applies (accuracy floor per precision, memory cap)."""
     # Imported here so that `import harness.report` (e.g. by the pytest plugin) stays cheap.
     from harness.report.render import render_report as _render
 
-    return _render(result_dirs, out_root, history)
+    return _render(result_dirs, out_root, history, floors, memory_cap_mib)
 
 
 __all__ = ["render_report"]

@@ -1,4 +1,4 @@
-"""`python -m harness report RESULTS_DIR... [-o OUT] [--history FILE]`."""
+"""`python -m harness report RESULTS_DIR... [-o OUT] [--history FILE] [--accuracy-floor P=S] [--memory-cap MiB]`."""
 
 from __future__ import annotations
 
@@ -29,6 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PRECISION=SHARE",
         help="share of the PyTorch fp32 reference's mAP50-95 a cell must keep to be recommended, per precision "
         "(default fp32=0.99 fp16=0.99 int8=0.95); repeatable",
+    )
+    p.add_argument(
+        "--memory-cap",
+        type=float,
+        metavar="MiB",
+        help="recommend only cells whose host peak RSS (and process device peak, where measured) is at most MiB; "
+        "a cell without a memory figure is not known to fit and is rejected; applies to every use case",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     return p
@@ -72,8 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"report: {e}", file=sys.stderr)
         return 2
+    if args.memory_cap is not None and not args.memory_cap > 0:
+        print(f"report: --memory-cap {args.memory_cap:g}: expected a positive number of MiB", file=sys.stderr)
+        return 2
     try:
-        index = render_report(args.results, args.out, history, floors)
+        index = render_report(args.results, args.out, history, floors, args.memory_cap)
     except (FileNotFoundError, ValueError) as e:
         print(f"report: {e}", file=sys.stderr)
         return 2

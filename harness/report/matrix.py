@@ -2,6 +2,10 @@
 
 Rows are size and task (with head, batch and requested precision); columns are backends grouped by device,
 grouped by machine (one group per rendered run). Each cell shows a status badge and what explains it.
+
+A device of which no cell ran on a machine (no CUDA on a CPU machine: half the cells of a CPU run) is folded out
+of the matrices into one line per device with the reasons, and so is a backend that ran no cell on a device that
+ran others (a profile that leaves it out); the cells stay listed, collapsed, under that line.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class CellView:
     log_href: str | None = None
     anchor: str | None = None
     shape: str = ""
+    backend: str = ""
 
 
 @dataclass
@@ -163,6 +168,111 @@ def describe(idx: RunIndex, rec: dict, href: LogHref) -> CellView:
     return view
 
 
+@dataclass
+class FoldedReason:
+    """One reason the cells of a folded line were skipped, the backends it covers, and those cells."""
+
+    reason: str
+    backends: list[str]
+    entries: list[CellView]
+
+
+@dataclass
+class FoldedLine:
+    """A device (`backend` None) or one backend on a device, none of whose cells ran on one machine: one line of
+    how many cells and why, in place of matrix columns that would hold only skip badges."""
+
+    run_pos: int
+    machine: str
+    device: str
+    backend: str | None
+    cells: int
+    backends: list[str]
+    reasons: list[FoldedReason]
+
+    @property
+    def summary(self) -> str:
+        first = self.reasons[0].reason
+        more = len(self.reasons) - 1
+        return first + (f" (and {more} other reason{'s' if more > 1 else ''})" if more else "")
+
+
+def _device(rec: dict) -> str:
+    return str(rec.get("device") or "unknown")
+
+
+def folded_keys(indexes: list[RunIndex]) -> set[tuple[int, str, str | None]]:
+    """(run position, device, None) of each device whose every cell was skipped on that run's machine, then
+    (run position, device, backend) of each backend whose every cell was skipped on a device that ran others."""
+    dev: dict[tuple[int, str], bool] = {}
+    col: dict[tuple[int, str, str], bool] = {}
+    for idx in indexes:
+        for rec in idx.cells:
+            skipped = rec.get("status") == "skipped"
+            d = (idx.position, _device(rec))
+            dev[d] = dev.get(d, True) and skipped
+            c = (*d, str(rec.get("backend") or "unknown"))
+            col[c] = col.get(c, True) and skipped
+    out: set[tuple[int, str, str | None]] = {(*d, None) for d, gone in dev.items() if gone}
+    out |= {c for c, gone in col.items() if gone and not dev[c[:2]]}
+    return out
+
+
+def is_folded(folded: set[tuple[int, str, str | None]], idx: RunIndex, rec: dict) -> bool:
+    d = (idx.position, _device(rec))
+    return (*d, None) in folded or (*d, str(rec.get("backend") or "unknown")) in folded
+
+
+def _short_label(rec: dict) -> str:
+    return (
+        f"yolo26{rec.get('size')} {rec.get('task')} {shape_label(rec)} b{rec.get('batch')} "
+        f"{rec.get('precision_requested')}"
+    )
+
+
+def build_folded(indexes: list[RunIndex], href: LogHref) -> list[FoldedLine]:
+    """One line per device of a machine where no cell ran, then per backend that ran no cell on a device that
+    ran others, with the skip reasons (the reason with the most cells first)."""
+    folded = folded_keys(indexes)
+    by: dict[tuple[int, str, str | None], list[dict]] = {}
+    for idx in indexes:
+        for rec in idx.cells:
+            d = (idx.position, _device(rec))
+            key = (*d, None) if (*d, None) in folded else (*d, str(rec.get("backend") or "unknown"))
+            if key in folded:
+                by.setdefault(key, []).append(rec)
+    backends = backend_order()
+
+    def line_sort(key: tuple[int, str, str | None]) -> tuple:
+        return (key[0], key[2] is not None, order_key(key[1], DEVICE_ORDER), order_key(key[2], backends))
+
+    out = []
+    for key in sorted(by, key=line_sort):
+        pos, device, backend = key
+        idx, recs = indexes[pos], by[key]
+        reasons: dict[str, list[dict]] = {}
+        for rec in sorted(recs, key=lambda r: (order_key(r.get("backend"), backends), _entry_sort(r))):
+            reasons.setdefault(str(rec.get("reason") or "no reason recorded"), []).append(rec)
+        views = [
+            FoldedReason(
+                reason,
+                list(dict.fromkeys(str(r.get("backend")) for r in rs)),
+                [_folded_view(idx, r, href) for r in rs],
+            )
+            for reason, rs in sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        ]
+        names = sorted({str(r.get("backend")) for r in recs}, key=lambda b: order_key(b, backends))
+        out.append(FoldedLine(pos, machine_label(idx, indexes), device, backend, len(recs), names, views))
+    return out
+
+
+def _folded_view(idx: RunIndex, rec: dict, href: LogHref) -> CellView:
+    view = describe(idx, rec, href)
+    view.lines = [f"{rec.get('backend')} · {_short_label(rec)}"]
+    view.backend = str(rec.get("backend"))
+    return view
+
+
 def _shape_sort(label: str) -> tuple:
     if label == "dynamic":
         return (1, 0, label)
@@ -184,11 +294,15 @@ def machine_label(idx: RunIndex, all_idx: list[RunIndex]) -> str:
 
 
 def build_matrices(indexes: list[RunIndex], href: LogHref) -> list[MatrixView]:
-    """One matrix per shape label, static shapes by pixel count, then the dynamic probe."""
+    """One matrix per shape label, static shapes by pixel count, then the dynamic probe; the devices and backends
+    of a machine where no cell ran are left out (build_folded lists them)."""
     by_shape: dict[str, dict[tuple, dict[Column, list[CellView]]]] = {}
     recs_by_cell: dict[tuple, list[dict]] = {}
+    folded = folded_keys(indexes)
     for idx in indexes:
         for rec in idx.cells:
+            if is_folded(folded, idx, rec):
+                continue  # shown on its folded line (build_folded)
             col = Column(
                 idx.position, str(rec.get("device") or "unknown"), str(rec.get("backend") or "unknown")
             )

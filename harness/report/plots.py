@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from harness.report.index import RunIndex, backend_order, order_key, row_key, row_sort
 from harness.report.load import number
 from harness.report.matrix import row_label
-from harness.report.recommend import ACCURACY_FLOORS
+from harness.report.picks import ACCURACY_FLOORS
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class Palette:
         return self._colors.get(label, "#555555")
 
 
-def _log_axes(ax, x: bool = True) -> None:
+def log_axes(ax, x: bool = True) -> None:
     """Log axes labelled 0.5, 1, 2, 5, 10 ... in plain numbers (no overlapping minor labels)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
@@ -70,7 +70,7 @@ def _log_axes(ax, x: bool = True) -> None:
         axis.set_minor_locator(NullLocator())  # unlabelled minor ticks cost draw time and add nothing here
 
 
-def _to_svg(fig, salt: str) -> str:
+def to_svg(fig, salt: str) -> str:
     from matplotlib import rc_context
     from matplotlib.backends.backend_svg import FigureCanvasSVG
 
@@ -87,7 +87,7 @@ def _to_svg(fig, salt: str) -> str:
     )
 
 
-def _figure(width: float, height: float, left: float = 0.75, bottom: float = 0.55, legend: bool = True):
+def new_figure(width: float, height: float, left: float = 0.75, bottom: float = 0.55, legend: bool = True):
     """A figure with fixed margins in inches (a layout engine costs more than the drawing at 200 cells);
     with `legend`, room on the right for a legend outside the axes."""
     from matplotlib import rc_context
@@ -102,12 +102,12 @@ def _figure(width: float, height: float, left: float = 0.75, bottom: float = 0.5
     return fig
 
 
-def _series_label(idx: RunIndex, rec: dict, many_runs: bool) -> str:
+def series_label(idx: RunIndex, rec: dict, many_runs: bool) -> str:
     label = f"{rec.get('backend')}/{rec.get('device')}"
     return f"{label} [{idx.position + 1}]" if many_runs else label
 
 
-def _measured(indexes: list[RunIndex]) -> Iterable[tuple[RunIndex, dict]]:
+def measured_cells(indexes: list[RunIndex]) -> Iterable[tuple[RunIndex, dict]]:
     """Cells that ran ok (remedy attempts run a different graph and are left out of the plots)."""
     for idx in indexes:
         for rec in idx.cells:
@@ -136,11 +136,11 @@ def latency_vs_shape(indexes: list[RunIndex], color: Palette) -> PlotView:
     )
     many = len(indexes) > 1
     lines: dict[tuple, dict[tuple[str, bool], list[tuple[int, float, str]]]] = {}
-    for idx, rec in _measured(indexes):
+    for idx, rec in measured_cells(indexes):
         h, w, p50 = rec.get("height"), rec.get("width"), number(rec, "latency_ms.p50")
         if not (isinstance(h, int) and isinstance(w, int) and p50):
             continue
-        skey = (_series_label(idx, rec, many), bool(rec.get("dynamic")))
+        skey = (series_label(idx, rec, many), bool(rec.get("dynamic")))
         lines.setdefault(row_key(rec), {}).setdefault(skey, []).append((h * w, p50, f"{h}x{w}"))
     usable = {
         rk: {sk: pts for sk, pts in series.items() if len({p[0] for p in pts}) >= 2}
@@ -157,8 +157,8 @@ def latency_vs_shape(indexes: list[RunIndex], color: Palette) -> PlotView:
     chosen = sorted(usable, key=row_sort)[: len(ROW_MARKERS)]
     if len(usable) > len(chosen):
         caption += f" The first {len(chosen)} of {len(usable)} model rows are drawn."
-    with _rc():
-        fig = _figure(7, 4.6, bottom=0.7)
+    with plot_rc():
+        fig = new_figure(7, 4.6, bottom=0.7)
         ax = fig.add_subplot()
         ticks: dict[int, str] = {}
         seen: set[str] = set()
@@ -177,7 +177,7 @@ def latency_vs_shape(indexes: list[RunIndex], color: Palette) -> PlotView:
                 )
         ax.set_xscale("log")
         ax.set_yscale("log")
-        _log_axes(ax, x=False)
+        log_axes(ax, x=False)
         ax.set_xticks(list(ticks), list(ticks.values()), rotation=30)
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("input shape (height x width, by pixel count)")
@@ -188,7 +188,7 @@ def latency_vs_shape(indexes: list[RunIndex], color: Palette) -> PlotView:
             for rk, m in zip(chosen, ROW_MARKERS, strict=False)
         ]
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-        return PlotView(key, title, caption, svg=_to_svg(fig, key))
+        return PlotView(key, title, caption, svg=to_svg(fig, key))
 
 
 def memory_per_backend(indexes: list[RunIndex], color: Palette) -> PlotView:
@@ -203,16 +203,16 @@ def memory_per_backend(indexes: list[RunIndex], color: Palette) -> PlotView:
         ("memory.device_peak_process_mib", "device peak (MiB)"),
     )
     data: dict[str, dict[str, list[float]]] = {f: {} for f, _ in fields}
-    for idx, rec in _measured(indexes):
+    for idx, rec in measured_cells(indexes):
         for f, _ in fields:
             v = number(rec, f)
             if v is not None:
-                data[f].setdefault(_series_label(idx, rec, many), []).append(v)
+                data[f].setdefault(series_label(idx, rec, many), []).append(v)
     present = [(f, label) for f, label in fields if data[f]]
     if not present:
         return PlotView(key, title, caption, empty_reason="no cell that ran ok has a memory measurement")
-    with _rc():
-        fig = _figure(7, 0.3 + 3.0 * len(present), bottom=1.3, legend=False)
+    with plot_rc():
+        fig = new_figure(7, 0.3 + 3.0 * len(present), bottom=1.3, legend=False)
         fig.subplots_adjust(hspace=0.6 if len(present) > 1 else 0.2)
         axes = fig.subplots(len(present), 1, squeeze=False)[:, 0]
         order = backend_order()
@@ -224,7 +224,7 @@ def memory_per_backend(indexes: list[RunIndex], color: Palette) -> PlotView:
                 ax.scatter(jitter, vals, s=14, color=color(name), alpha=0.8)
             ax.set_xticks(range(len(names)), names, rotation=25, ha="right")
             ax.set_ylabel(label)
-        return PlotView(key, title, caption, svg=_to_svg(fig, key))
+        return PlotView(key, title, caption, svg=to_svg(fig, key))
 
 
 def canary_drift(indexes: list[RunIndex], color: Palette) -> PlotView:
@@ -243,8 +243,8 @@ def canary_drift(indexes: list[RunIndex], color: Palette) -> PlotView:
             runs.append((idx, pts))
     if not runs:
         return PlotView(key, title, caption, empty_reason="no run of this report recorded canary readings")
-    with _rc():
-        fig = _figure(7, 2.4, bottom=0.6, legend=False)
+    with plot_rc():
+        fig = new_figure(7, 2.4, bottom=0.6, legend=False)
         ax = fig.subplots()
         for idx, pts in runs:
             ax.plot([t for t, _ in pts], [m for _, m in pts], marker=".", label=f"[{idx.position + 1}]")
@@ -253,7 +253,7 @@ def canary_drift(indexes: list[RunIndex], color: Palette) -> PlotView:
         ax.set_ylim(bottom=0)
         if len(runs) > 1:
             ax.legend(frameon=False)
-        return PlotView(key, title, caption, svg=_to_svg(fig, key))
+        return PlotView(key, title, caption, svg=to_svg(fig, key))
 
 
 def speed_vs_accuracy(indexes: list[RunIndex], color: Palette) -> PlotView:
@@ -266,16 +266,16 @@ def speed_vs_accuracy(indexes: list[RunIndex], color: Palette) -> PlotView:
     )
     many = len(indexes) > 1
     series: dict[str, list[tuple[float, float, str]]] = {}
-    for idx, rec in _measured(indexes):
+    for idx, rec in measured_cells(indexes):
         ratio, p50 = number(rec, "accuracy.ratio"), number(rec, "latency_ms.p50")
         if ratio is not None and p50:
-            series.setdefault(_series_label(idx, rec, many), []).append(
+            series.setdefault(series_label(idx, rec, many), []).append(
                 (ratio, p50, str(rec.get("precision_requested")))
             )
     if not series:
         return PlotView(key, title, caption, empty_reason="no cell that ran ok has an accuracy ratio")
-    with _rc():
-        fig = _figure(7, 3.6)
+    with plot_rc():
+        fig = new_figure(7, 3.6)
         ax = fig.add_subplot()
         for label, pts in sorted(series.items()):
             for prec in sorted({p[2] for p in pts}):
@@ -292,11 +292,11 @@ def speed_vs_accuracy(indexes: list[RunIndex], color: Palette) -> PlotView:
         for floor in sorted(set(ACCURACY_FLOORS.values())):
             ax.axvline(floor, color="0.5", linestyle="--", linewidth=0.8)
         ax.set_yscale("log")
-        _log_axes(ax, x=False)
+        log_axes(ax, x=False)
         ax.set_xlabel("mAP50-95 / PyTorch fp32 reference's (same images)")
         ax.set_ylabel("p50 latency (ms)")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-        return PlotView(key, title, caption, svg=_to_svg(fig, key))
+        return PlotView(key, title, caption, svg=to_svg(fig, key))
 
 
 def gflops_per_cell(indexes: list[RunIndex], color: Palette) -> PlotView:
@@ -329,16 +329,16 @@ def _gflops_scatter(
     """Log-log scatter of y_of(gflops, p50) against model GFLOPs, one series per backend/device/run."""
     many = len(indexes) > 1
     series: dict[str, list[tuple[float, float, str]]] = {}
-    for idx, rec in _measured(indexes):
+    for idx, rec in measured_cells(indexes):
         g, p50 = number(rec, "gflops"), number(rec, "latency_ms.p50")
         if g and p50 and g > 0 and p50 > 0:
-            series.setdefault(_series_label(idx, rec, many), []).append(
+            series.setdefault(series_label(idx, rec, many), []).append(
                 (g, y_of(g, p50), str(rec.get("device")))
             )
     if not series:
         return PlotView(key, title, caption, empty_reason="no cell that ran ok has both GFLOPs and a p50")
-    with _rc():
-        fig = _figure(7, 4.2)
+    with plot_rc():
+        fig = new_figure(7, 4.2)
         ax = fig.add_subplot()
         for label, pts in sorted(series.items()):
             ax.scatter(
@@ -351,23 +351,28 @@ def _gflops_scatter(
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
-        _log_axes(ax)
+        log_axes(ax)
         ax.set_xlabel("model GFLOPs (published, scaled to shape × batch)")
         ax.set_ylabel(ylabel)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-        return PlotView(key, title, caption, svg=_to_svg(fig, key))
+        return PlotView(key, title, caption, svg=to_svg(fig, key))
 
 
-def _rc():
+def plot_rc():
     from matplotlib import rc_context
 
     return rc_context(RC)
 
 
-def all_plots(indexes: list[RunIndex]) -> list[PlotView]:
-    """The report's plots, in page order."""
+def palette(indexes: list[RunIndex]) -> Palette:
+    """The colour of each backend/device(/run) series, shared by every plot of the report."""
     many = len(indexes) > 1
-    color = Palette(_series_label(idx, rec, many) for idx, rec in _measured(indexes))
+    return Palette(series_label(idx, rec, many) for idx, rec in measured_cells(indexes))
+
+
+def all_plots(indexes: list[RunIndex], color: Palette | None = None) -> list[PlotView]:
+    """The report's plots, in page order."""
+    color = color or palette(indexes)
     return [
         latency_vs_gflops(indexes, color),
         latency_vs_shape(indexes, color),

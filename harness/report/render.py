@@ -16,16 +16,20 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from harness.report.claims import evaluate
+from harness.report.decision import anchor, decision_rows, machine_columns
 from harness.report.fmt import Notes
 from harness.report.header import report_id, run_header
 from harness.report.index import RunIndex, index_runs
 from harness.report.load import load_runs
-from harness.report.matrix import build_matrices
+from harness.report.matrix import build_folded, build_matrices
 from harness.report.parity_table import parity_rows
-from harness.report.plots import all_plots
+from harness.report.picks import Constraints
+from harness.report.plots import all_plots, palette
+from harness.report.plots_e2e import e2e_plots
 from harness.report.recommend import recommendations
+from harness.report.scenarios import e2e_rows, post_notes, scenario_rows
 from harness.report.summary import summary_json, summary_md
-from harness.report.tables import failures, has_compile_times, measured_rows, verdicts
+from harness.report.tables import failures, has_compile_times, measured_rows, memory_sources, verdicts
 from harness.report.trends import regressions, trend_svgs
 
 log = logging.getLogger(__name__)
@@ -84,27 +88,60 @@ class LogLinks:
         return None
 
 
+def operators_html(indexes: list[RunIndex]) -> Markup | None:
+    """The operator view (harness.report.operators, written apart from this module), or None while that module
+    does not exist. It returns HTML it escaped itself."""
+    try:
+        from harness.report.operators import render_operators
+    except ModuleNotFoundError as e:
+        if e.name != "harness.report.operators":
+            raise  # the module is there and broken: that is a bug to see, not a section to leave out
+        return None
+    # The cells and remedy attempts that ran: a skipped cell has no operators to show, only its skip reason.
+    records = [r for idx in indexes for r in idx.all_records() if r.get("status") != "skipped"]
+    # Markup: the fragment is HTML the operator module built and escaped, as the plots' SVG is ours.
+    return Markup(render_operators(records))
+
+
 def build_content(
     indexes: list[RunIndex],
     report_dir: Path,
     history: dict | None = None,
     floors: dict[str, float] | None = None,
+    memory_cap_mib: float | None = None,
 ) -> dict[str, Any]:
     """Everything the templates show, computed from the records."""
     notes = Notes()
     href = LogLinks(report_dir)
     trends = trend_svgs(history)
     with_compile = has_compile_times(indexes)
+    color = palette(indexes)
+    recs = recommendations(indexes, floors, memory_cap_mib)
+    rows = measured_rows(indexes, notes, href, trends, with_compile)
+    decision = decision_rows(recs, indexes)
+    e2e = e2e_rows(indexes, notes)
     return {
         "report_id": report_id(indexes),
         "headers": [run_header(idx, indexes) for idx in indexes],
+        "decision": decision,
+        "decision_columns": machine_columns(decision, indexes),
+        "constraints": Constraints(floors, memory_cap_mib).text(),
+        "memory_cap_mib": memory_cap_mib,
+        "rec_anchor": anchor,
         "verdicts": verdicts(indexes),
         "matrices": build_matrices(indexes, href),
-        "rows": measured_rows(indexes, notes, href, trends, with_compile),
+        "folded": build_folded(indexes, href),
+        "rows": rows,
+        "memory_sources": memory_sources(rows),
+        "e2e_rows": e2e,
+        "e2e_post": post_notes(e2e),
+        "scenario_rows": scenario_rows(indexes, notes, href),
+        "e2e_plots": e2e_plots(indexes, color),
+        "operators": operators_html(indexes),
         "has_compile": with_compile,
         "has_trends": bool(trends),
-        "plots": all_plots(indexes),
-        "recommendations": recommendations(indexes, floors),
+        "plots": all_plots(indexes, color),
+        "recommendations": recs,
         "claims": evaluate(indexes),
         "regressions": regressions(history),
         "failures": failures(indexes, href),
@@ -123,10 +160,12 @@ def render_report(
     out_root: Path = Path("reports"),
     history: dict | None = None,
     floors: dict[str, float] | None = None,
+    memory_cap_mib: float | None = None,
 ) -> Path:
     """Render the runs in `result_dirs` side by side; returns the written index.html.
 
     Writes <out_root>/<report_id>/ (index.html, summary.json, summary.md) and refreshes <out_root>/latest/.
+    `floors` and `memory_cap_mib` are the constraints every recommendation applies.
     """
     runs = load_runs([Path(d) for d in result_dirs])
     if not runs:
@@ -135,7 +174,7 @@ def render_report(
     out_root = Path(out_root)
     report_dir = out_root / report_id(indexes)
     report_dir.mkdir(parents=True, exist_ok=True)
-    content = build_content(indexes, report_dir, history, floors)
+    content = build_content(indexes, report_dir, history, floors, memory_cap_mib)
     (report_dir / "index.html").write_text(render_html(content), encoding="utf-8")
     (report_dir / "summary.json").write_text(summary_json(content, indexes), encoding="utf-8")
     (report_dir / "summary.md").write_text(summary_md(content), encoding="utf-8")

@@ -55,6 +55,18 @@ def summary_json(content: dict[str, Any], indexes: list[RunIndex]) -> str:
             for h in content["headers"]
         ],
         "verdicts": {v.label: v.as_dict() for v in content["verdicts"]},
+        "constraints": content["constraints"],
+        "decision": [
+            {
+                "key": row.key,
+                "title": row.title,
+                "objective": row.objective,
+                "constraint": row.constraint,
+                "answers": [dict(a.__dict__) for a in row.answers],
+                "across_machines": row.span,
+            }
+            for row in content["decision"]
+        ],
         "recommendations": [r.as_dict() for r in content["recommendations"]],
         "claims": [c.as_dict() for c in content["claims"]],
         "regressions": [r.__dict__ for r in content["regressions"]]
@@ -85,6 +97,22 @@ def summary_md(content: dict[str, Any]) -> str:
             lines.append(
                 "  - **weights are random-init**: accuracy is meaningless; latency and compatibility hold"
             )
+    lines += ["", "## What to ship, per use case", ""]
+    columns = content["decision_columns"]
+    for row in content["decision"]:
+        said = []
+        for n, a in enumerate(row.answers):
+            where = "" if row.span else f"{md(columns[n].label)}: "
+            if a.state == "pick":
+                said.append(f"{where}{md(a.backends[0])}/{md(a.device)} ({md(a.figure)})")
+            elif a.state == "tied":
+                said.append(f"{where}tied {md(', '.join(a.backends))} ({md(a.note)})")
+            else:
+                said.append(
+                    f"{where}{'not measured' if a.state == 'not-measured' else 'no pick'} ({md(a.note)})"
+                )
+        lines.append(f"- **{md(row.title)}**: " + "; ".join(said))
+    lines += ["", f"Every pick meets: {md(content['constraints'])}."]
     lines += ["", "## Verdicts", "", "| machine | cells | ok | failed | skipped | exported-only | remedied |"]
     lines.append("|---|---:|---:|---:|---:|---:|---:|")
     for v in content["verdicts"]:
@@ -96,19 +124,22 @@ def summary_md(content: dict[str, Any]) -> str:
         lines += ["", "Failures by class: " + ", ".join(f"{md(k)} {n}" for k, n in classes.items())]
     lines += ["", "## Recommendations", ""]
     for r in content["recommendations"]:
+        title = md(r.title) + (f" on {md(r.machine)}" if r.machine else "")
         if r.tied:
             names = ", ".join(
                 f"{md(t.backend)}/{md(t.device)} on {md(t.machine)} ({md(t.numbers)})" for t in r.tied
             )
-            lines.append(f"- **{md(r.title)}**: tied, no winner ({md(r.tie_reason)}): {names}")
+            lines.append(f"- **{title}**: tied, no winner ({md(r.tie_reason)}): {names}")
             continue
         if r.winner is None:
-            lines.append(f"- **{md(r.title)}**: {md(r.none_reason)}")
+            lines.append(f"- **{title}**: {md(r.none_reason)}")
             continue
         w, u = r.winner, r.runner_up
-        text = f"- **{md(r.title)}**: {md(w.backend)}/{md(w.device)} on {md(w.machine)} ({md(w.numbers)})"
+        text = f"- **{title}**: {md(w.backend)}/{md(w.device)} on {md(w.machine)} ({md(w.numbers)})"
         if u:
             text += f"; runner-up {md(u.backend)}/{md(u.device)} on {md(u.machine)} ({md(u.numbers)})"
+        if r.rejected:
+            text += f"; rejected: {md(r.rejected)}"
         lines.append(text)
     claims = content["claims"]
     counts: dict[str, int] = {}

@@ -12,7 +12,7 @@ from harness.report.fmt import Notes, Shown, derived, fmt_num
 from harness.report.fmt import field as show_field
 from harness.report.index import REFERENCE_BACKEND, RunIndex, row_sort
 from harness.report.load import is_failed, null_reason, number, run_shape
-from harness.report.matrix import LogHref, anchor_for, machine_label
+from harness.report.matrix import LogHref, anchor_for, machine_label, row_label
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,9 @@ class Row:
     memory_source: str
     log_href: str | None
     trend: str | None = None
+    remedy_name: str = ""  # the remedy alone (`remedy` also names the cell it remedies)
+    group: str = ""  # the workload the row belongs to: the tables show one heading row per workload
+    source_ref: int = 0  # the number of `memory_source` among the memory table's sources
 
 
 LATENCY_FIELDS = (
@@ -280,9 +283,33 @@ def measured_rows(
                     memory_source=_sources(rec),
                     log_href=href(idx, rec),
                     trend=trend_for(trends or {}, cid, idx.run.machine_key),
+                    remedy_name=str(rec.get("remedy") or ""),
+                    group=_group(idx, rec),
                 )
             )
+    sources: dict[str, int] = {}
+    for row in rows:
+        if row.memory_source != "n/a":  # no memory figure, no source to cite (0: none)
+            row.source_ref = sources.setdefault(row.memory_source, len(sources) + 1)
     return rows
+
+
+def memory_sources(rows: list[Row]) -> list[tuple[int, str]]:
+    """The memory table's distinct sources, numbered as its rows refer to them."""
+    return sorted({(r.source_ref, r.memory_source) for r in rows if r.source_ref})
+
+
+def _group(idx: RunIndex, rec: dict) -> str:
+    """`[1] yolo26n detect · e2e · b1 · fp32 · 640x640`: the run and workload a table row belongs to."""
+    dyn = " (dynamic artifact)" if rec.get("dynamic") else ""
+    key = (
+        rec.get("size"),
+        rec.get("task"),
+        rec.get("head"),
+        rec.get("batch"),
+        rec.get("precision_requested"),
+    )
+    return f"[{idx.position + 1}] {row_label(key)} · {run_shape(rec)}{dyn}"
 
 
 def clip(text: object, limit: int = MESSAGE_LIMIT) -> str:

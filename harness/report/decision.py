@@ -1,0 +1,162 @@
+"""The report's first screen: what to ship on each machine, per use case, in a few lines.
+
+One row per use case (its objective and constraints), one column per machine: the pick with the figure that won
+it, the cells tied for it, or why none qualifies or that the use case was not measured. Each row links to the
+recommendation behind it, which names the runner-ups and every rejected cell with its figure.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from harness.report.index import RunIndex
+from harness.report.matrix import machine_label
+from harness.report.picks import Recommendation
+from harness.report.usecases import SCENARIO_CASES
+
+log = logging.getLogger(__name__)
+
+#: model-only use cases shown on the first screen only when they have an answer (a pick or a tie)
+SHOWN_IF_ANSWERED = ("cpu-edge", "gpu-latency", "gpu-throughput")
+FIRST_SCREEN = (*(c.key for c in SCENARIO_CASES), "mobile-embedded", *SHOWN_IF_ANSWERED)
+SHORT = 110  # characters of a reason on the first screen; the recommendation below has the whole text
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One use case on one machine (or on every machine, `span`), as the first screen shows it."""
+
+    state: str  # pick, tied, none, not-measured
+    anchor: str
+    backends: tuple[str, ...] = ()
+    device: str = ""
+    figure: str = ""
+    note: str = ""
+    cell_ids: tuple[str, ...] = ()
+    workload: str = ""  # the workload the cells were compared on
+
+
+@dataclass
+class DecisionRow:
+    key: str
+    title: str
+    objective: str
+    constraint: str
+    answers: list[Answer] = field(default_factory=list)
+    span: bool = False  # one answer across the machines (the use case compares them all)
+
+
+def anchor(rec: Recommendation) -> str:
+    """The id of a recommendation's block in the recommendations section."""
+    return f"rec-{rec.key}" + (f"-{rec.machine_pos}" if rec.machine_pos is not None else "")
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
+
+
+def answer(rec: Recommendation) -> Answer:
+    """The first-screen form of one recommendation."""
+    where = anchor(rec)
+    if rec.winner is not None:
+        w = rec.winner
+        nxt = rec.runner_up
+        note = f"next: {nxt.backend}/{nxt.device} ({nxt.figure})" if nxt and nxt.figure else ""
+        if not nxt:
+            note = "no other cell qualifies"
+        if rec.rejections:
+            note += f"; {len(rec.rejections)} rejected"
+        return Answer(
+            "pick",
+            where,
+            (w.backend,),
+            w.device,
+            w.figure or w.numbers,
+            note,
+            (w.cell_id,),
+            rec.workload or "",
+        )
+    if rec.tied:
+        t = rec.tied[0]
+        return Answer(
+            "tied",
+            where,
+            tuple(p.backend for p in rec.tied),
+            t.device,
+            f"{t.backend}: {t.figure or t.numbers}",  # the best-ranked one's figure, said as whose
+            _clip(rec.tie_reason or ""),
+            tuple(p.cell_id for p in rec.tied),
+            rec.workload or "",
+        )
+    if not rec.measured:
+        return Answer("not-measured", where, note=_clip(rec.none_reason or "not measured"))
+    if rec.rejections:
+        kinds = sorted({r.constraint for r in rec.rejections})
+        note = f"none meets the constraints: {len(rec.rejections)} rejected ({', '.join(kinds)})"
+        return Answer("none", where, note=note)
+    return Answer("none", where, note=_clip(rec.none_reason or "no cell qualifies"))
+
+
+def decision_rows(recs: list[Recommendation], indexes: list[RunIndex]) -> list[DecisionRow]:
+    """The first screen's rows, in FIRST_SCREEN order: per machine for the per-machine use cases, one answer
+    across machines for the others (shown only when answered, for the model-only ones). Runs from before the
+    scenario records get one row saying the scenario use cases were not measured, not four."""
+    rows = []
+    for key in FIRST_SCREEN:
+        mine = [r for r in recs if r.key == key]
+        if not mine:
+            continue
+        first = mine[0]
+        row = DecisionRow(key, first.title, first.criterion, first.constraint or "")
+        if first.machine_pos is None:
+            if key in SHOWN_IF_ANSWERED and first.winner is None and not first.tied:
+                continue
+            row.answers, row.span = [answer(first)], True
+        else:
+            by_pos = {r.machine_pos: r for r in mine}
+            row.answers = [answer(by_pos[i.position]) for i in indexes if i.position in by_pos]
+        rows.append(row)
+    return _fold_unmeasured(rows, indexes)
+
+
+SCENARIO_KEYS = tuple(c.key for c in SCENARIO_CASES if c.scenario)
+
+
+def _fold_unmeasured(rows: list[DecisionRow], indexes: list[RunIndex]) -> list[DecisionRow]:
+    """The scenario use cases in one row when no machine measured any of them (runs from before the scenarios)."""
+    scen = [r for r in rows if r.key in SCENARIO_KEYS]
+    if not scen or any(a.state != "not-measured" for r in scen for a in r.answers):
+        return rows
+    why = "no scenario records in this run (recorded before them): the model-only rows below stand in"
+    folded = DecisionRow(
+        "scenarios",
+        ", ".join(r.title for r in scen),
+        "the use cases measured end to end, under their scenarios",
+        "",
+        [Answer("not-measured", scen[0].answers[0].anchor, note=why) for _ in indexes],
+    )
+    at = rows.index(scen[0])
+    return [*rows[:at], folded, *(r for r in rows[at:] if r.key not in SCENARIO_KEYS)]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A machine's column: its label, and the workload its per-machine answers were compared on when they share
+    one (said once in the heading instead of in every answer)."""
+
+    label: str
+    workload: str
+
+
+def machine_columns(rows: list[DecisionRow], indexes: list[RunIndex]) -> list[Column]:
+    out = []
+    for n, idx in enumerate(indexes):
+        loads = {r.answers[n].workload for r in rows if not r.span and n < len(r.answers)} - {""}
+        out.append(
+            Column(
+                f"[{idx.position + 1}] {machine_label(idx, indexes)}", loads.pop() if len(loads) == 1 else ""
+            )
+        )
+    return out

@@ -1,0 +1,254 @@
+"""What every recommendation is made of: the pick, the recommendation, the constraints every use case applies
+(the accuracy floor, the user's memory cap) and the tie rule on paired ratios and p50 intervals.
+
+harness.report.recommend (model-only figures), harness.report.usecases (the scenario records) and
+harness.report.deploy_cases (dynamic shapes, simplest deployment) build their recommendations from these.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from harness.core.stats import Interval
+from harness.report import paired
+from harness.report.fmt import fmt_num
+from harness.report.index import RunIndex, workload_key
+from harness.report.load import null_reason, number, run_shape
+from harness.report.matrix import machine_label, row_label
+
+log = logging.getLogger(__name__)
+
+Cand = tuple[RunIndex, dict]
+
+#: the share of the PyTorch fp32 reference's mAP50-95 a cell must keep to be recommended (where accuracy was scored)
+ACCURACY_FLOORS = {"fp32": 0.99, "fp16": 0.99, "int8": 0.95}
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A recommended cell: `numbers` the measured figures behind the choice, `figure` the short form of them that
+    the report's first screen shows."""
+
+    backend: str
+    device: str
+    machine: str
+    cell_id: str
+    numbers: str
+    figure: str = ""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A cell that ran and was measured but failed a constraint of the use case: which one, and its figure."""
+
+    backend: str
+    device: str
+    cell_id: str
+    constraint: str  # `accuracy floor`, `frame time`, `memory cap`, ...
+    why: str  # the failing figure against the limit, in words
+
+    def text(self) -> str:
+        return f"{self.backend}/{self.device}: {self.why}"
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One use case: an objective (`criterion`) under constraints, answered by a winner and the runner-ups on the
+    compared workload, by tied cells, or by why no cell qualifies (`none_reason`).
+
+    `machine` is set for the use cases answered per machine (what to ship on that machine); None when the cells of
+    every rendered machine compete. `measured` is False when no record of the machine has the scenario the use
+    case rests on (a run from before the scenarios, or a profile that did not run it).
+    """
+
+    key: str
+    title: str
+    criterion: str
+    winner: Pick | None = None
+    runner_up: Pick | None = None
+    workload: str | None = None
+    none_reason: str | None = None
+    tied: tuple[Pick, ...] = ()  # no winner: these cannot be told apart (the best first)
+    tie_reason: str | None = None
+    # qualifying cells left out of the comparison, and why (another timing scope)
+    set_aside: str | None = None
+    rejected: str | None = None  # the rejections below in one line (the accuracy floor's first)
+    constraint: str | None = (
+        None  # the use case's own constraint in words (the common ones: Constraints.text)
+    )
+    machine: str | None = None
+    machine_pos: int | None = None
+    others: tuple[Pick, ...] = ()  # every qualifying cell after the winner (or the tie), best first
+    rejections: tuple[Rejection, ...] = ()
+    measured: bool = True
+
+    def as_dict(self) -> dict:
+        def pick(p: Pick | None) -> dict | None:
+            return None if p is None else dict(p.__dict__)
+
+        return {
+            "key": self.key,
+            "title": self.title,
+            "criterion": self.criterion,
+            "constraint": self.constraint,
+            "machine": self.machine,
+            "measured": self.measured,
+            "workload": self.workload,
+            "winner": pick(self.winner),
+            "runner_up": pick(self.runner_up),
+            "others": [pick(p) for p in self.others],
+            "none_reason": self.none_reason,
+            "tied": [pick(p) for p in self.tied],
+            "tie_reason": self.tie_reason,
+            "set_aside": self.set_aside,
+            "rejected": self.rejected,
+            "rejections": [dict(r.__dict__) for r in self.rejections],
+        }
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """The constraints every use case applies: the accuracy floor per precision and the user's memory cap (MiB)."""
+
+    floors: dict[str, float] | None = None
+    memory_cap_mib: float | None = None
+
+    def failures(self, rec: dict) -> list[Rejection]:
+        """The constraints `rec` fails, each with its figure (accuracy floor first)."""
+        out = []
+        why = below_accuracy_floor(rec, self.floors)
+        if why:
+            out.append(rejection(rec, "accuracy floor", why))
+        why = over_memory_cap(rec, self.memory_cap_mib)
+        if why:
+            out.append(rejection(rec, "memory cap", why))
+        return out
+
+    def text(self) -> str:
+        floors = self.floors or ACCURACY_FLOORS
+        text = (
+            "accuracy floor " + ", ".join(f"{p} {s:g}" for p, s in floors.items()) + " of the reference mAP"
+        )
+        if self.memory_cap_mib is not None:
+            text += f"; memory cap {self.memory_cap_mib:g} MiB"
+        return text
+
+
+def below_accuracy_floor(rec: dict, floors: dict[str, float] | None = None) -> str | None:
+    """Why `rec` fails the accuracy floor of its precision, or None (also when its accuracy was not scored)."""
+    ratio = number(rec, "accuracy.ratio")
+    floor = (floors or ACCURACY_FLOORS).get(str(rec.get("precision_requested")))
+    if ratio is None or floor is None or ratio >= floor:
+        return None
+    who = f"{rec.get('backend')} {rec.get('precision_requested')}"
+    return f"{who} keeps {ratio:.3f} of the reference mAP50-95 (floor {floor:g})"
+
+
+def over_memory_cap(rec: dict, cap_mib: float | None) -> str | None:
+    """Why `rec` does not fit the memory cap: its host peak RSS or its process's device peak above it, or no memory
+    measured (not known to fit is not fitting). None without a cap, or when it fits."""
+    if cap_mib is None:
+        return None
+    host, dev = number(rec, "memory.host_peak_rss_mib"), number(rec, "memory.device_peak_process_mib")
+    cap = f"{cap_mib:g}"
+    if host is None and dev is None:
+        reason = null_reason(rec, "memory.host_peak_rss_mib")
+        return f"memory not measured ({reason}): not known to fit the {cap} MiB cap"
+    # four figures: a reading just over the cap must not print as the cap itself
+    if host is not None and host > cap_mib:
+        return f"host peak RSS {fmt_num(host, 4)} MiB over the {cap} MiB cap"
+    if dev is not None and dev > cap_mib:
+        return f"device peak {fmt_num(dev, 4)} MiB over the {cap} MiB cap"
+    return None
+
+
+def rejection(rec: dict, constraint: str, why: str) -> Rejection:
+    return Rejection(
+        str(rec.get("backend")), str(rec.get("device")), str(rec.get("cell_id")), constraint, why
+    )
+
+
+def rejected_text(rejections: tuple[Rejection, ...] | list[Rejection]) -> str | None:
+    """The rejections in one line, grouped by constraint (the accuracy floor first, as the report always had it)."""
+    if not rejections:
+        return None
+    by: dict[str, list[str]] = {}
+    for r in rejections:
+        text = r.why if r.constraint == "accuracy floor" else r.text()
+        by.setdefault(r.constraint, []).append(text)
+    order = sorted(by, key=lambda c: (c != "accuracy floor", c))
+    label = {"accuracy floor": "below the accuracy floor"}
+    return "; ".join(f"{label.get(c, 'failed the ' + c)}: " + "; ".join(sorted(set(by[c]))) for c in order)
+
+
+def entrant(idx: RunIndex, rec: dict) -> tuple:
+    return (idx.position, rec.get("device"), rec.get("backend"))
+
+
+def make_pick(idx: RunIndex, rec: dict, indexes: list[RunIndex], numbers: str, figure: str = "") -> Pick:
+    return Pick(
+        str(rec.get("backend")),
+        str(rec.get("device")),
+        machine_label(idx, indexes),
+        str(rec.get("cell_id")),
+        numbers,
+        figure,
+    )
+
+
+def workload_label(rec: dict) -> str:
+    key = workload_key(rec)
+    return f"{row_label(key[:5])} · {run_shape(rec)}" + (" (dynamic artifact)" if rec.get("dynamic") else "")
+
+
+def pool_reason(pool: list[Cand], what: str, lacking: int = 0, metric_name: str = "") -> str:
+    """Why no cell qualifies: none of the kind ran, or what those that ran lacked."""
+    if not pool:
+        return f"no {what} cell was in this run"
+    statuses: dict[str, int] = {}
+    for _, rec in pool:
+        statuses[str(rec.get("status"))] = statuses.get(str(rec.get("status")), 0) + 1
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+    why = f"; {lacking} otherwise qualifying cells have no {metric_name} recorded" if lacking else ""
+    return f"no measured {what} cell qualifies on this machine ({len(pool)} ran: {counts}{why})"
+
+
+def split_ties(
+    ranked: list[Cand], interval: Callable[[dict], Interval | None] | None
+) -> tuple[list[Cand], str | None]:
+    """The entrants that cannot be told apart from the first of `ranked` (itself included), and why.
+
+    Two cells timed together (one workload, interleaved) are tied when the 95% interval of their paired p50 ratio
+    holds 1 (harness.report.paired); cells that were not timed together are tied when their p50 intervals overlap,
+    or either has too few rounds for an interval (unknown, so not separable). One entrant alone is never a tie.
+    """
+    if interval is None or len(ranked) < 2:
+        return ranked[:1], None
+    first = interval(ranked[0][1])
+    tied, unknown, by_pair, by_overlap = [ranked[0]], False, False, False
+    for cand in ranked[1:]:
+        r = paired.ratio(cand[1], ranked[0][1])
+        if r is not None and r.paired and r.ci is not None:
+            if r.relation() == "tied":
+                tied.append(cand)
+                by_pair = True
+            continue
+        ci = interval(cand[1])
+        if first is None or ci is None or ci.overlaps(first):
+            tied.append(cand)
+            unknown |= first is None or ci is None
+            by_overlap = True
+    if len(tied) < 2:
+        return tied, None
+    reasons = []
+    if by_pair:
+        reasons.append("the 95% interval of their paired p50 ratio (timed interleaved) holds 1")
+    if by_overlap and unknown:
+        reasons.append(
+            "their p50s cannot be told apart: an interval needs at least 6 timed rounds, and some have fewer"
+        )
+    elif by_overlap:
+        reasons.append("their p50 95% confidence intervals overlap (not timed together)")
+    return tied, "; ".join(reasons)

@@ -1,0 +1,278 @@
+"""The end-to-end and scenario fields of a record, read tolerantly, and the two tables that show them.
+
+A cell that ran ok carries `latency_e2e_ms` (the `latency_ms` shape, timing scope `end-to-end`: preprocess, host-
+device copies, model and post-processing), `stages_ms` (the p50 of each stage, null where a stage does not exist),
+`e2e` (how the stages were timed and whether they add up to the wall time), and its single-stream scenario
+(`scenario`, `scenario_result`). Cells of the scenario profile also carry `scenarios`: name -> result, each with its
+metric, value, unit, whether it is valid under its rule, and extras per scenario (LoadGen's SingleStream,
+MultiStream, Server, Offline, and a camera check at fixed frame rates).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+from harness.core.results_dir import dig
+from harness.core.stats import Interval
+from harness.report.fmt import Notes, Shown, fmt_num
+from harness.report.fmt import field as show_field
+from harness.report.index import RunIndex, backend_order, order_key, row_sort, workload_key
+from harness.report.load import null_reason, number
+from harness.report.matrix import LogHref, machine_label, row_label
+
+log = logging.getLogger(__name__)
+
+SCENARIOS = ("single-stream", "multi-stream", "server", "offline", "camera")
+STAGES = ("preprocess", "h2d", "model", "d2h", "postprocess")
+CAMERA_FPS = 30
+FRAME_MS = 1000.0 / CAMERA_FPS  # the frame time a camera use case must keep its end-to-end p99 within
+
+
+def result(rec: dict, name: str) -> dict | None:
+    """The cell's result of scenario `name`: from `scenarios`, or its own `scenario_result` when that is the one."""
+    every = rec.get("scenarios")
+    if isinstance(every, dict) and isinstance(every.get(name), dict):
+        return every[name]
+    if rec.get("scenario") == name and isinstance(rec.get("scenario_result"), dict):
+        return rec["scenario_result"]
+    return None
+
+
+def has_any(rec: dict) -> bool:
+    """Whether the record carries any scenario result (a record from before the scenarios has none)."""
+    return any(result(rec, name) is not None for name in SCENARIOS)
+
+
+def any_scenarios(indexes: list[RunIndex]) -> bool:
+    return any(has_any(r) for idx in indexes for r in idx.cells)
+
+
+def span(res: dict | None, key: str) -> Interval | None:
+    """An interval field `[lo, hi]` of a result; an open upper end (null: nothing failed above) is infinity."""
+    pair = res.get(key) if isinstance(res, dict) else None
+    if not isinstance(pair, list | tuple) or len(pair) != 2:
+        return None
+    lo, hi = pair
+    if isinstance(lo, bool) or not isinstance(lo, int | float) or not math.isfinite(lo):
+        return None
+    if hi is None:
+        return Interval(float(lo), math.inf)
+    if isinstance(hi, bool) or not isinstance(hi, int | float):
+        return None
+    return Interval(float(lo), float(hi))
+
+
+def e2e_p99(rec: dict) -> float | None:
+    """The end-to-end p99 (ms) of single-stream queries, else the one of `latency_e2e_ms`."""
+    value = number(result(rec, "single-stream") or {}, "p99")
+    return value if value is not None else number(rec, "latency_e2e_ms.p99")
+
+
+def e2e_p99_interval(rec: dict) -> Interval | None:
+    return span(result(rec, "single-stream"), "p99_interval")
+
+
+def missed_share(rec: dict, fps: int = CAMERA_FPS) -> float | None:
+    """The camera check's share of frames missed at `fps` (the frame's result came after the next frame)."""
+    return number(result(rec, "camera") or {}, f"fps.{fps}.missed_share")
+
+
+def ran_ips(res: dict | None) -> float | None:
+    """Images per second a scenario delivered: its own figure, else its queries over its duration."""
+    if not res:
+        return None
+    for key in ("throughput_ips", "ips"):
+        v = number(res, key)
+        if v is not None:
+            return v
+    q, s = number(res, "queries"), number(res, "duration_s")
+    return q / s if q and s else None
+
+
+def pct(share: float | None) -> str:
+    return "n/a" if share is None else f"{100 * share:.1f}%"
+
+
+def span_text(iv: Interval | None, digits: int = 3) -> str:
+    if iv is None:
+        return ""
+    hi = "∞" if math.isinf(iv.hi) else fmt_num(iv.hi, digits)
+    return f"{fmt_num(iv.lo, digits)}–{hi}"
+
+
+@dataclass(frozen=True)
+class ScenarioShown:
+    """One scenario of one cell as the scenario table shows it."""
+
+    name: str
+    text: str  # `value unit`, or n/a
+    detail: str  # the extras that explain the value
+    valid: bool | None  # None: the scenario did not run for this cell
+    rule: str
+    note: int | None = None
+
+
+@dataclass
+class ScenarioRow:
+    run_number: int
+    machine: str
+    cell_id: str
+    workload: str
+    backend: str
+    device: str
+    scenarios: list[ScenarioShown] = field(default_factory=list)
+    log_href: str | None = None
+
+
+def _detail(name: str, res: dict) -> str:
+    n = fmt_num
+    if name == "single-stream":
+        p50, p99 = number(res, "p50"), number(res, "p99")
+        ci = span_text(span(res, "p99_interval"))
+        return (
+            (f"p50 {n(p50)} · " if p50 else "")
+            + (f"p99 {n(p99)} ms" if p99 else "")
+            + (f" [{ci}]" if ci else "")
+        )
+    if name == "multi-stream":
+        streams, p99, ips = number(res, "streams"), number(res, "p99"), ran_ips(res)
+        parts = [f"{int(streams)} streams" if streams else "", f"p99 {n(p99)} ms" if p99 else ""]
+        parts.append(f"{n(ips)} img/s" if ips else "")
+        return " · ".join(p for p in parts if p)
+    if name == "server":
+        bound, rates = number(res, "bound_ms"), span_text(span(res, "rate_interval"))
+        return (f"p99 ≤ {n(bound)} ms" if bound else "") + (
+            f" · passing–failing {rates} q/s" if rates else ""
+        )
+    if name == "offline":
+        b, c, ci = number(res, "batch"), number(res, "concurrency"), span_text(span(res, "ips_interval"))
+        head = f"batch {int(b)} × {int(c)} streams" if b and c else ""
+        return head + (f" · [{ci}]" if ci else "")
+    if name == "camera":
+        fps = res.get("fps") if isinstance(res.get("fps"), dict) else {}
+        return " · ".join(f"{k} FPS missed {pct(number(v, 'missed_share'))}" for k, v in sorted(fps.items()))
+    return ""
+
+
+def _shown(rec: dict, name: str, notes: Notes) -> ScenarioShown:
+    res = result(rec, name)
+    if res is None:
+        return ScenarioShown(name, "—", "not run for this cell", None, "")
+    value, unit = number(res, "value"), str(res.get("unit") or "")
+    rule = str(res.get("rule") or "")
+    valid = res.get("valid") is True
+    if value is None:
+        why = str(res.get("reason") or null_reason(rec, f"scenarios.{name}.value"))
+        return ScenarioShown(name, "n/a", _detail(name, res), valid, rule, notes.ref(why))
+    text = f"{pct(value)}" if unit in ("share", "fraction") else f"{fmt_num(value)} {unit}".strip()
+    return ScenarioShown(name, text, _detail(name, res), valid, rule)
+
+
+def _sorted_cells(idx: RunIndex, keep) -> list[dict]:
+    recs = [r for r in idx.cells if keep(r)]
+    order = backend_order()
+    return sorted(
+        recs,
+        key=lambda r: (
+            (r.get("height") or 0) * (r.get("width") or 0),
+            row_sort(workload_key(r)[:5]),
+            str(r.get("device")),
+            order_key(r.get("backend"), order),
+        ),
+    )
+
+
+def _workload(rec: dict) -> str:
+    return f"{row_label(workload_key(rec)[:5])} · {rec.get('height')}x{rec.get('width')}"
+
+
+def scenario_rows(indexes: list[RunIndex], notes: Notes, href: LogHref) -> list[ScenarioRow]:
+    """One row per cell that ran more than its single-stream scenario: each scenario's value, unit and validity."""
+    rows = []
+    for idx in indexes:
+        for rec in _sorted_cells(idx, lambda r: isinstance(r.get("scenarios"), dict) and r["scenarios"]):
+            rows.append(
+                ScenarioRow(
+                    run_number=idx.position + 1,
+                    machine=machine_label(idx, indexes),
+                    cell_id=str(rec.get("cell_id")),
+                    workload=_workload(rec),
+                    backend=str(rec.get("backend")),
+                    device=str(rec.get("device")),
+                    scenarios=[_shown(rec, name, notes) for name in SCENARIOS],
+                    log_href=href(idx, rec),
+                )
+            )
+    return rows
+
+
+@dataclass
+class E2ERow:
+    """One cell's end-to-end latency beside its model-only figure, and its stages."""
+
+    run_number: int
+    machine: str
+    cell_id: str
+    workload: str
+    backend: str
+    device: str
+    values: dict[str, Shown]
+    postprocess: str
+    check: str
+    check_held: bool | None
+    post_ref: int = 0  # the number of `postprocess` among the table's post-processing notes
+
+
+def _gap(rec: dict, notes: Notes) -> Shown:
+    gap = number(rec, "e2e.gap")
+    if gap is None:
+        return notes.na(null_reason(rec, "e2e.gap"))
+    return Shown(f"{100 * gap:+.1f}%", gap)
+
+
+def _has_e2e(rec: dict) -> bool:
+    return rec.get("status") == "ok" and (
+        isinstance(rec.get("latency_e2e_ms"), dict) or isinstance(rec.get("stages_ms"), dict)
+    )
+
+
+def e2e_rows(indexes: list[RunIndex], notes: Notes) -> list[E2ERow]:
+    """One row per cell with an end-to-end latency or a stage breakdown."""
+    rows = []
+    for idx in indexes:
+        for rec in _sorted_cells(idx, _has_e2e):
+            values = {
+                "model_p50": show_field(rec, "latency_ms.p50", notes),
+                "e2e_p50": show_field(rec, "latency_e2e_ms.p50", notes),
+                "e2e_p99": show_field(rec, "latency_e2e_ms.p99", notes),
+                **{s: show_field(rec, f"stages_ms.{s}", notes) for s in STAGES},
+                "sum": show_field(rec, "e2e.stage_sum_ms", notes),
+                "wall": show_field(rec, "e2e.wall_ms", notes),
+                "gap": _gap(rec, notes),
+            }
+            held = dig(rec, "e2e.check.held")
+            rows.append(
+                E2ERow(
+                    run_number=idx.position + 1,
+                    machine=machine_label(idx, indexes),
+                    cell_id=str(rec.get("cell_id")),
+                    workload=_workload(rec),
+                    backend=str(rec.get("backend")),
+                    device=str(rec.get("device")),
+                    values=values,
+                    postprocess=str(dig(rec, "e2e.postprocess") or null_reason(rec, "e2e.postprocess")),
+                    check=str(dig(rec, "e2e.check.rule") or "no check recorded"),
+                    check_held=held if isinstance(held, bool) else None,
+                )
+            )
+    refs: dict[str, int] = {}
+    for row in rows:
+        row.post_ref = refs.setdefault(row.postprocess, len(refs) + 1)
+    return rows
+
+
+def post_notes(rows: list[E2ERow]) -> list[tuple[int, str]]:
+    """The end-to-end table's distinct post-processing texts, numbered as its rows refer to them."""
+    return sorted({(r.post_ref, r.postprocess) for r in rows})

@@ -1,0 +1,196 @@
+"""The figures and constraint checks of each use case, read from its scenario's result in a record: what a
+pick shows (`*_figure`, short, for the first screen; `*_numbers`, in full, for the evidence) and why a cell fails
+the use case's own constraint (`*_check`: None when it meets it, else the failing figure against the limit).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+
+from harness.report.fmt import fmt_num
+from harness.report.load import number
+from harness.report.scenarios import (
+    CAMERA_FPS,
+    FRAME_MS,
+    e2e_p99,
+    e2e_p99_interval,
+    missed_share,
+    pct,
+    ran_ips,
+    result,
+    span,
+    span_text,
+)
+
+log = logging.getLogger(__name__)
+
+
+def invalid(name: str) -> Callable[[dict], str | None]:
+    """The scenario's own verdict: a result that is not valid under its rule (too few queries, ...)."""
+
+    def check(rec: dict) -> str | None:
+        res = result(rec, name) or {}
+        if res.get("valid") is False:
+            return f"{name} result not valid under its rule ({res.get('rule') or 'no rule recorded'})"
+        return None
+
+    return check
+
+
+# -- camera ------------------------------------------------------------------------------------------------------
+def camera_check(rec: dict) -> str | None:
+    p99 = e2e_p99(rec)
+    if p99 is None:
+        return "no end-to-end p99 recorded"
+    if p99 > FRAME_MS:
+        return f"e2e p99 {fmt_num(p99)} ms over the {fmt_num(FRAME_MS)} ms frame time at {CAMERA_FPS} FPS"
+    return None
+
+
+def camera_figure(rec: dict) -> str:
+    missed = missed_share(rec)
+    tail = f", {pct(missed)} of frames missed at {CAMERA_FPS} FPS" if missed is not None else ""
+    return f"e2e p99 {fmt_num(e2e_p99(rec) or 0)} ms ≤ {fmt_num(FRAME_MS)} ms{tail}"
+
+
+def camera_numbers(rec: dict) -> str:
+    res = result(rec, "single-stream") or {}
+    ci = span_text(e2e_p99_interval(rec))
+    parts = [f"e2e p99 {fmt_num(e2e_p99(rec) or 0)} ms" + (f" (95% CI {ci})" if ci else " (no interval)")]
+    p50 = number(res, "p50") or number(rec, "latency_e2e_ms.p50")
+    if p50 is not None:
+        parts.append(f"e2e p50 {fmt_num(p50)} ms")
+    model = number(rec, "latency_ms.p50")
+    if model is not None:
+        parts.append(f"model-only p50 {fmt_num(model)} ms")
+    cam = [(fps, missed_share(rec, fps)) for fps in (30, 60)]
+    said = [f"{pct(m)} at {fps} FPS" for fps, m in cam if m is not None]
+    parts.append("frames missed " + ", ".join(said) if said else "camera check not run for this cell")
+    queries = number(res, "queries")
+    if queries is not None:
+        parts.append(f"{int(queries)} queries")
+    return ", ".join(parts)
+
+
+# -- multi-camera ------------------------------------------------------------------------------------------------
+def stream_count(rec: dict) -> float | None:
+    return number(result(rec, "multi-stream") or {}, "streams")
+
+
+def multi_check(rec: dict) -> str | None:
+    res = result(rec, "multi-stream") or {}
+    p99, streams = number(res, "p99"), stream_count(rec)
+    if p99 is None or streams is None:
+        return "multi-stream p99 or stream count not recorded"
+    if p99 > FRAME_MS:
+        frame = fmt_num(FRAME_MS)
+        return f"p99 per query {fmt_num(p99)} ms over the {frame} ms frame time with {int(streams)} streams"
+    return None
+
+
+def multi_figure(rec: dict) -> str:
+    res = result(rec, "multi-stream") or {}
+    ips = ran_ips(res)
+    tail = f", {fmt_num(ips)} img/s" if ips is not None else ""
+    p99 = fmt_num(number(res, "p99") or 0)
+    return f"{int(stream_count(rec) or 0)} streams at p99 {p99} ms ≤ {fmt_num(FRAME_MS)} ms{tail}"
+
+
+def multi_numbers(rec: dict) -> str:
+    res = result(rec, "multi-stream") or {}
+    ci = span_text(span(res, "p99_interval"))
+    text = multi_figure(rec) + (f" (p99 95% CI {ci})" if ci else " (no p99 interval)")
+    if res.get("mechanism"):
+        text += f"; streams run as {res['mechanism']}"
+    return text
+
+
+# -- server ------------------------------------------------------------------------------------------------------
+def server(rec: dict) -> dict:
+    return result(rec, "server") or {}
+
+
+def server_check(rec: dict) -> str | None:
+    res = server(rec)
+    rate, bound = number(res, "value"), number(res, "bound_ms")
+    if rate is None or rate <= 0:
+        tried = [t for t in res.get("tried") or [] if isinstance(t, dict)]
+        low = min(tried, key=lambda t: number(t, "rate") or math.inf) if tried else None
+        said = (
+            f": at the lowest rate tried, {fmt_num(number(low, 'rate') or 0)} q/s, p99 was "
+            f"{fmt_num(number(low, 'p99_ms') or 0)} ms"
+            if low
+            else ""
+        )
+        return f"no rate kept p99 within {fmt_num(bound or 0)} ms{said}"
+    return None
+
+
+def server_bound(recs: list[dict]) -> str:
+    bounds = sorted({b for r in recs if (b := number(server(r), "bound_ms")) is not None})
+    said = " or ".join(f"{fmt_num(b)} ms" for b in bounds) or "the recorded bound"
+    return f"p99 within {said} at the rate served"
+
+
+def server_figure(rec: dict) -> str:
+    res = server(rec)
+    return f"{fmt_num(number(res, 'value') or 0)} q/s at p99 ≤ {fmt_num(number(res, 'bound_ms') or 0)} ms"
+
+
+def server_numbers(rec: dict) -> str:
+    res = server(rec)
+    text = server_figure(rec)
+    iv = span(res, "rate_interval")
+    if iv is not None:
+        text += f" (passes at {fmt_num(iv.lo)}, " + (
+            "no rate tried failed)" if math.isinf(iv.hi) else f"fails at {fmt_num(iv.hi)} q/s)"
+        )
+    tried = len([t for t in res.get("tried") or [] if isinstance(t, dict)])
+    if tried:
+        text += f"; {tried} rates tried"
+    if res.get("concurrency") is not None:
+        text += f"; concurrency {res['concurrency']}"
+    if res.get("mechanism"):
+        text += f" ({res['mechanism']})"
+    return text
+
+
+# -- offline -----------------------------------------------------------------------------------------------------
+def offline(rec: dict) -> dict:
+    return result(rec, "offline") or {}
+
+
+def offline_check(rec: dict) -> str | None:
+    return None if number(offline(rec), "value") else "no images/s recorded"
+
+
+def offline_figure(rec: dict) -> str:
+    res = offline(rec)
+    b, c = number(res, "batch"), number(res, "concurrency")
+    how = f" at batch {int(b)} × {int(c)} concurrent" if b and c else ""
+    return f"{fmt_num(number(res, 'value') or 0)} img/s{how}"
+
+
+def offline_numbers(rec: dict) -> str:
+    res = offline(rec)
+    ci = span_text(span(res, "ips_interval"))
+    sweep = len([s for s in res.get("sweep") or [] if isinstance(s, dict)])
+    return (
+        offline_figure(rec)
+        + (f" (95% CI {ci})" if ci else " (no interval)")
+        + (f"; best of {sweep} batch × concurrency settings" if sweep else "")
+    )
+
+
+# -- memory ------------------------------------------------------------------------------------------------------
+def memory_figure(rec: dict) -> str:
+    host, dev = number(rec, "memory.host_peak_rss_mib"), number(rec, "memory.device_peak_process_mib")
+    text = f"host peak RSS {fmt_num(host or 0)} MiB"
+    return text + (f", device peak {fmt_num(dev)} MiB" if dev is not None else "")
+
+
+def memory_numbers(rec: dict) -> str:
+    p50 = number(rec, "latency_ms.p50")
+    return memory_figure(rec) + (f", model-only p50 {fmt_num(p50)} ms" if p50 is not None else "")

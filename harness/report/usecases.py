@@ -1,0 +1,302 @@
+"""Use cases answered per machine from the scenario records: what to ship on this machine for a camera, several
+cameras, a server, an offline batch job, or the least memory.
+
+Each use case is an objective under constraints. Its own constraint (the frame time, the server's p99 bound, the
+scenario's validity rule) comes first, then the constraints every use case applies (the accuracy floor, the
+user's memory cap). Cells are compared on one workload of the machine (the one where the most backends have the
+scenario), every rejected cell is named with the figure that failed, and the best cell is tied with those whose
+confidence intervals overlap its own: the e2e p99 interval for latency, the rate interval (last passing to first
+failing rate) for a server, the images/s interval offline. A cell without an interval cannot be told apart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from harness.core.stats import Interval
+from harness.report import usecase_figures as fig
+from harness.report.fmt import fmt_num
+from harness.report.index import RunIndex, export_only_backends, row_sort, workload_key
+from harness.report.load import number, run_shape
+from harness.report.matrix import machine_label
+from harness.report.picks import (
+    Constraints,
+    Recommendation,
+    Rejection,
+    make_pick,
+    rejected_text,
+    rejection,
+    workload_label,
+)
+from harness.report.scenarios import (
+    CAMERA_FPS,
+    FRAME_MS,
+    any_scenarios,
+    e2e_p99,
+    e2e_p99_interval,
+    ran_ips,
+    result,
+    span,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ScenarioCase:
+    """A use case ranked on one figure of one scenario (or of the record, `scenario` None) on each machine."""
+
+    key: str
+    title: str
+    objective: str
+    constraint: str  # the use case's own constraint, in words
+    scenario: str | None
+    value: Callable[[dict], float | None]
+    higher_is_better: bool
+    # the use case's own constraints: (name, why a cell fails it with its figure, or None)
+    checks: tuple[tuple[str, Callable[[dict], str | None]], ...]
+    interval: Callable[[dict], Interval | None] | None  # the figure's confidence interval; None: no ties
+    figure: Callable[[dict], str]  # the short figure of a pick (first screen)
+    numbers: Callable[[dict], str]  # the figures behind a pick (recommendations section)
+    tie_words: str = ""  # `their e2e p99 95% intervals overlap`
+    batch1: bool = False
+    secondary: Callable[[dict], float | None] | None = None  # ranks cells equal on the first figure
+    same_level: Callable[[dict, dict], bool] | None = None  # a tie also needs this (equal stream counts)
+    # intervals touching at one end are apart (rate steps: one passed there, the other failed)
+    strict_overlap: bool = False
+    # the constraint in words, from the compared cells' records (the server's p99 bound)
+    describe: Callable[[list[dict]], str] | None = None
+
+
+def _runnable(rec: dict) -> bool:
+    return rec.get("status") == "ok" and rec.get("backend") not in export_only_backends()
+
+
+FRAME = f"{fmt_num(FRAME_MS)} ms"
+
+
+def _validity(name: str) -> tuple[str, Callable[[dict], str | None]]:
+    return ("validity", fig.invalid(name))
+
+
+SCENARIO_CASES = (
+    ScenarioCase(
+        key="camera",
+        title=f"Camera, {CAMERA_FPS} FPS",
+        objective="lowest end-to-end p99 at batch 1",
+        constraint=f"e2e p99 within the {FRAME} frame time",
+        scenario="single-stream",
+        value=e2e_p99,
+        higher_is_better=False,
+        checks=(("frame time", fig.camera_check), _validity("single-stream")),
+        interval=e2e_p99_interval,
+        figure=fig.camera_figure,
+        numbers=fig.camera_numbers,
+        tie_words="their e2e p99 95% intervals overlap",
+        batch1=True,
+    ),
+    ScenarioCase(
+        key="multi-camera",
+        title=f"Several cameras, {CAMERA_FPS} FPS each",
+        objective="most streams sustained, then most images/s",
+        constraint=f"multi-stream p99 per query within the {FRAME} frame time",
+        scenario="multi-stream",
+        value=fig.stream_count,
+        higher_is_better=True,
+        checks=(("frame time", fig.multi_check), _validity("multi-stream")),
+        interval=lambda r: span(result(r, "multi-stream"), "p99_interval"),
+        figure=fig.multi_figure,
+        numbers=fig.multi_numbers,
+        tie_words="they sustain as many streams and their p99 95% intervals overlap",
+        secondary=lambda r: ran_ips(result(r, "multi-stream")),
+        same_level=lambda a, b: fig.stream_count(a) == fig.stream_count(b),
+    ),
+    ScenarioCase(
+        key="server",
+        title="Server",
+        objective="highest request rate (queries/s) served",
+        constraint="p99 within the server scenario's bound at that rate",
+        scenario="server",
+        value=lambda r: number(fig.server(r), "value"),
+        higher_is_better=True,
+        checks=(("p99 bound", fig.server_check), _validity("server")),
+        interval=lambda r: span(fig.server(r), "rate_interval"),
+        figure=fig.server_figure,
+        numbers=fig.server_numbers,
+        tie_words="their rate intervals (last passing to first failing rate) overlap",
+        strict_overlap=True,
+        describe=fig.server_bound,
+    ),
+    ScenarioCase(
+        key="offline",
+        title="Offline batch processing",
+        objective="highest images/s, any batch and concurrency",
+        constraint="no latency bound",
+        scenario="offline",
+        value=lambda r: number(fig.offline(r), "value"),
+        higher_is_better=True,
+        checks=(("measured", fig.offline_check), _validity("offline")),
+        interval=lambda r: span(fig.offline(r), "ips_interval"),
+        figure=fig.offline_figure,
+        numbers=fig.offline_numbers,
+        tie_words="their images/s 95% intervals overlap",
+    ),
+    ScenarioCase(
+        key="lowest-memory",
+        title="Lowest memory",
+        objective="lowest host peak RSS at batch 1",
+        constraint="",
+        scenario=None,
+        value=lambda r: number(r, "memory.host_peak_rss_mib"),
+        higher_is_better=False,
+        checks=(),
+        interval=None,  # one reading per cell: no interval, so no tie
+        figure=fig.memory_figure,
+        numbers=fig.memory_numbers,
+        batch1=True,
+    ),
+)
+
+
+def _group_rank(members: list[dict]) -> tuple:
+    rec = members[0]
+    return (
+        -len({(r.get("device"), r.get("backend")) for r in members}),
+        run_shape(rec) != "640x640",
+        row_sort(workload_key(rec)[:5]),
+        run_shape(rec),
+    )
+
+
+def _overlap(a: Interval, b: Interval, strict: bool) -> bool:
+    return a.lo < b.hi and b.lo < a.hi if strict else a.overlaps(b)
+
+
+def _ties(case: ScenarioCase, ranked: list[dict]) -> tuple[list[dict], str | None]:
+    """The cells that cannot be told apart from the best (itself first), and why."""
+    if case.interval is None or len(ranked) < 2:
+        return ranked[:1], None
+    best = ranked[0]
+    first, tied, unknown = case.interval(best), [best], False
+    for rec in ranked[1:]:
+        if case.same_level and not case.same_level(rec, best):
+            continue
+        ci = case.interval(rec)
+        if first is None or ci is None or _overlap(ci, first, case.strict_overlap):
+            tied.append(rec)
+            unknown |= first is None or ci is None
+    if len(tied) < 2:
+        return tied, None
+    if unknown:
+        return tied, "they cannot be told apart: some have no confidence interval recorded"
+    return tied, case.tie_words
+
+
+def not_measured(
+    case: ScenarioCase, idx: RunIndex, indexes: list[RunIndex], cons: Constraints
+) -> Recommendation:
+    """The use case on a machine none of whose cells ran its scenario: said so, never a pick."""
+    if not any_scenarios([idx]):
+        why = (
+            f"not measured: no record of this run has scenario results (recorded before the {case.scenario} "
+            "scenario existed); the model-only recommendations stand in"
+        )
+    else:
+        why = f"not measured: no cell of this machine that ran ok has a {case.scenario} result"
+    return Recommendation(
+        case.key,
+        case.title,
+        case.objective,
+        none_reason=why,
+        constraint=case.constraint,
+        machine=machine_label(idx, indexes),
+        machine_pos=idx.position,
+        measured=False,
+    )
+
+
+def scenario_pick(
+    case: ScenarioCase, idx: RunIndex, indexes: list[RunIndex], cons: Constraints
+) -> Recommendation:
+    """The use case on one machine: the best cell of the compared workload that meets every constraint."""
+    measured = [
+        r
+        for r in idx.cells
+        if _runnable(r)
+        and (case.scenario is None or result(r, case.scenario) is not None)
+        and (not case.batch1 or r.get("batch") == 1)
+        and (case.scenario is not None or case.value(r) is not None)
+    ]
+    if not measured:
+        if case.scenario is None:
+            return Recommendation(
+                case.key,
+                case.title,
+                case.objective,
+                none_reason="no cell that ran ok at batch 1 has the figure measured",
+                constraint=case.constraint,
+                machine=machine_label(idx, indexes),
+                machine_pos=idx.position,
+            )
+        return not_measured(case, idx, indexes, cons)
+    groups: dict[tuple, list[dict]] = {}
+    for r in measured:
+        groups.setdefault(workload_key(r), []).append(r)
+    members = min(groups.values(), key=_group_rank)
+    passing, rejections = [], []
+    for r in members:
+        own = next(((name, why) for name, check in case.checks if (why := check(r))), None)
+        fails: list[Rejection] = cons.failures(r)
+        if own:  # after the accuracy floor, before the memory cap
+            at = 1 if fails and fails[0].constraint == "accuracy floor" else 0
+            fails.insert(at, rejection(r, own[0], own[1]))
+        if fails:
+            rejections.extend(fails)
+        else:
+            passing.append(r)
+    sign = -1.0 if case.higher_is_better else 1.0
+
+    def rank(r: dict) -> tuple:
+        second = case.secondary(r) if case.secondary else None
+        return (sign * (case.value(r) or 0.0), sign * (second or 0.0), str(r.get("cell_id")))
+
+    ranked = sorted(passing, key=rank)
+    said = case.describe(members) if case.describe else case.constraint
+    base = {
+        "workload": workload_label(members[0]),
+        "constraint": said,
+        "machine": machine_label(idx, indexes),
+        "machine_pos": idx.position,
+        "rejected": rejected_text(rejections),
+        "rejections": tuple(rejections),
+    }
+    if not ranked:
+        why = f"no cell meets the constraints ({len(members)} measured, each rejected below)"
+        return Recommendation(case.key, case.title, case.objective, none_reason=why, **base)
+    picks = [make_pick(idx, r, indexes, case.numbers(r), case.figure(r)) for r in ranked]
+    tied, why = _ties(case, ranked)
+    if len(tied) > 1:
+        return Recommendation(
+            case.key,
+            case.title,
+            case.objective,
+            tied=_in_order(picks, ranked, tied),
+            tie_reason=why,
+            others=tuple(p for p, r in zip(picks, ranked, strict=True) if not any(r is t for t in tied)),
+            **base,
+        )
+    runner = picks[1] if len(picks) > 1 else None
+    return Recommendation(
+        case.key, case.title, case.objective, picks[0], runner, others=tuple(picks[1:]), **base
+    )
+
+
+def _in_order(picks: list, ranked: list[dict], tied: list[dict]) -> tuple:
+    return tuple(p for p, r in zip(picks, ranked, strict=True) if any(r is t for t in tied))
+
+
+def per_machine(indexes: list[RunIndex], cons: Constraints) -> list[Recommendation]:
+    """Every scenario use case on every machine, use case by use case."""
+    return [scenario_pick(case, idx, indexes, cons) for case in SCENARIO_CASES for idx in indexes]
