@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -124,6 +126,38 @@ class Runner(ABC):
 
     def close(self) -> None:  # noqa: B027  (optional hook)
         """Release runtime resources."""
+
+    def streams(self, n: int) -> Streams:
+        """`n` ways to run this model at once, each called from its own thread (the scenarios' concurrency).
+
+        Each call takes a prepared input and returns the result, synchronized. The default serialises the calls
+        with one lock: a runtime not known to be safe to call from several threads at once gets no concurrency,
+        and says so. Runtimes with their own mechanism (ONNX Runtime sessions across threads, OpenVINO infer
+        requests, CUDA streams) override this."""
+        lock = threading.Lock()
+
+        def call(prepared: Any) -> Any:
+            with lock:
+                result = self.run(prepared)
+                self.synchronize()
+                return result
+
+        return Streams(
+            [call] * n,
+            "serialised: one lock around the runner (this runtime is not known to be safe to call from several "
+            "threads at once)",
+            concurrent=False,
+        )
+
+
+@dataclass
+class Streams:
+    """Concurrent ways to run one loaded model: one call per stream, and how the runtime runs them at once."""
+
+    calls: list[Callable[[Any], Any]]
+    mechanism: str
+    #: False when the calls are serialised (no two run at once)
+    concurrent: bool = True
 
 
 class Backend(ABC):

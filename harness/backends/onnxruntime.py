@@ -17,7 +17,7 @@ import numpy as np
 from harness.backends import register
 from harness.backends._shared.precision import verdict
 from harness.backends._shared.ultralytics_export import export_with_ultralytics
-from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
+from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,14 @@ class OrtRunner(Runner):
 
     def outputs(self, result) -> list[np.ndarray]:
         return [np.asarray(r, dtype=np.float32) for r in result]
+
+    def streams(self, n: int) -> Streams:
+        # InferenceSession.run is thread-safe: concurrent calls on one session each get their own run state
+        return Streams(
+            [self.run] * n,
+            f"one InferenceSession called from {n} threads at once (InferenceSession.run is thread-safe; each "
+            "call uses the session's intra-op thread pool)",
+        )
 
 
 @register

@@ -19,7 +19,7 @@ import numpy as np
 from harness.backends import register
 from harness.backends._shared.precision import verdict
 from harness.backends._shared.ultralytics_export import export_with_ultralytics, no_font_download
-from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
+from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams
 from harness.core.threads import GPU_CELL_REASON
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,22 @@ class OpenVinoRunner(Runner):
 
     def outputs(self, result) -> list[np.ndarray]:
         return [np.asarray(result[o], dtype=np.float32) for o in self.compiled.outputs]
+
+    def streams(self, n: int) -> Streams:
+        requests = [self.request] + [self.compiled.create_infer_request() for _ in range(n - 1)]
+
+        def on(request):
+            return lambda prepared: request.infer(prepared, share_inputs=True, share_outputs=False)
+
+        try:
+            streams = int(self.compiled.get_property("NUM_STREAMS"))
+        except Exception:
+            streams = None
+        return Streams(
+            [on(r) for r in requests],
+            f"{n} infer requests of one compiled model, one per thread (infer releases the GIL); the compiled "
+            f"model has {streams if streams is not None else 'an unreported number of'} execution stream(s)",
+        )
 
 
 def compile_config(cell, threads: int | None = None, precision_hint: str | None = None) -> dict:

@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.backends import register
 from harness.backends._shared.precision import torch_dtype_counts, verdict
-from harness.backends.base import Backend, Runner
+from harness.backends.base import Backend, Runner, Streams
 from harness.core.threads import GPU_CELL_REASON, apply_torch, torch_threads
 
 log = logging.getLogger(__name__)
@@ -101,6 +101,22 @@ class TorchRunner(Runner):
 
     def outputs(self, result) -> list[np.ndarray]:
         return flatten_outputs(result)
+
+    def streams(self, n: int) -> Streams:
+        if self._cuda:
+            return super().streams(n)  # CUDA streams per thread: the GPU issue's to measure
+
+        def call(prepared):
+            import torch
+
+            with torch.inference_mode():
+                return self.model(prepared)
+
+        return Streams(
+            [call] * n,
+            f"one nn.Module called from {n} threads at once under inference_mode (PyTorch's CPU kernels release "
+            "the GIL; each call uses the intra-op thread pool)",
+        )
 
 
 @register

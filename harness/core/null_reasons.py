@@ -10,7 +10,7 @@ from __future__ import annotations
 from harness.core.record import RECORD_FIELDS
 
 # Sections whose fields are checked one by one once the section itself exists.
-SECTIONS = ("memory", "energy", "latency_ms", "parity", "accuracy")
+SECTIONS = ("memory", "energy", "latency_ms", "latency_e2e_ms", "stages_ms", "parity", "accuracy")
 RAN = ("ok", "parity_failed")
 
 
@@ -86,7 +86,7 @@ def _section_reason(rec: dict, name: str, key: str) -> str:
         )
     if name == "energy":
         return f"not measured: {device} cell, energy is read from NVML for CUDA cells only"
-    if name == "latency_ms" and key in ("p90", "p99"):
+    if name in ("latency_ms", "latency_e2e_ms") and key in ("p90", "p99"):
         return "too few timed rounds for this percentile"
     return f"not measured by this {rec['status']} attempt"
 

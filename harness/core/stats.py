@@ -65,3 +65,23 @@ def p50_interval(samples: Sequence[float], level: float = CONFIDENCE) -> Interva
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return None
     return Interval(lo, hi, level)
+
+
+def quantile_interval(
+    samples: Sequence[float], p: float, level: float = CONFIDENCE
+) -> tuple[float, float | None] | None:
+    """The distribution-free confidence interval of the `p` quantile of `samples` (order statistics, binomial
+    coverage, as `p50_interval`): (lo, hi), hi None where the samples are too few to bound it from above (a p99 of
+    100 samples has no sample beyond its upper bound); None when not even the lower end is known."""
+    import numpy as np
+    from scipy import stats
+
+    values = [float(v) for v in samples if isinstance(v, int | float) and math.isfinite(v)]
+    if len(values) < 2:
+        return None
+    q = float(np.percentile(values, 100 * p))
+    ci = stats.quantile_test(values, q=q, p=p).confidence_interval(level)
+    lo, hi = float(ci.low), float(ci.high)
+    if not math.isfinite(lo):
+        return None
+    return lo, hi if math.isfinite(hi) else None

@@ -55,6 +55,14 @@ class RunConfig:
     #: CPU threads every CPU runtime gets (default: the machine's physical cores)
     threads: int = field(default_factory=physical_cores)
     sweep: tuple[int, ...] = SWEEP
+    #: end-to-end timing (pre-processing, copies, model, post-processing) of every cell that runs; --no-e2e
+    e2e: bool = True
+    #: seconds of end-to-end pairs per runner at most (harness.execute.usecase.e2e_policy)
+    e2e_max_time_s: float = 1.0
+    #: which cells run the scenarios: "n640" (yolo26n at 640, batch 1), "all", "none" (--scenarios)
+    scenarios: str = "n640"
+    #: the server scenario's p99 bound (--server-bound-ms)
+    server_bound_ms: float = 100.0
 
     @property
     def run_dir(self) -> Path:

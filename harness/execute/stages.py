@@ -1,6 +1,7 @@
 """One attempt of a cell as named stages, each a small function with one job.
 
-plan -> export -> probe -> load -> first run -> warm-up -> timed rounds -> parity; the record is written after the
+plan -> export -> probe -> load -> first run -> warm-up -> timed rounds -> end to end -> parity -> scenarios ->
+operators -> accuracy; the record is written after the
 last stage that ran (by `harness.execute.attempt.CellRunner`). A stage returns True to go on, False when the
 attempt ends there (the stage has then set the record's status and reason). The state that flows between stages is
 one `AttemptState`; the run-wide services (config, export cache, checkpoints, references, progress) are the
@@ -27,6 +28,7 @@ from harness.core.cell import Cell
 from harness.core.record import Latency, set_null
 from harness.diagnosis.failure import failure_from_exception, failure_from_outcome, first_line, parity_failure
 from harness.execute.isolate import ExportOutcome, run_probe
+from harness.execute.usecase import end_to_end, operators, scenarios
 from harness.measure.base import Tracker, trackers_for
 from harness.measure.canary import around
 from harness.measure.corrupt import CORRUPT_ENV, corrupt, corruptions
@@ -88,6 +90,9 @@ class AttemptState:
     replace_digest: str | None = None
     #: why this attempt re-exported a cached artifact (said in the record); set once, so it retries only once
     reexported: str | None = None
+    #: the end-to-end rounds (harness.execute.usecase), or why they could not run
+    e2e: Any = None
+    e2e_error: str | None = None
 
     @property
     def cell(self) -> Cell:
@@ -504,7 +509,10 @@ STAGES: tuple[Callable[[CellRunner, AttemptState], bool], ...] = (
     first_run,
     warmup,
     timed_rounds,
+    end_to_end,
     parity,
+    scenarios,
+    operators,
     accuracy,
 )
 

@@ -32,6 +32,7 @@ from harness.execute.stages import (
     time_together,
     timed_rounds,
 )
+from harness.execute.usecase import time_e2e_together
 from harness.measure.interleave import Interleaved
 
 if TYPE_CHECKING:
@@ -120,6 +121,7 @@ def run_workload(svc: CellRunner, cells: list[Cell]) -> dict[str, list[dict]]:
             s.next_stage = len(STAGES)
     if ready:
         _time_together(svc, ready, workload_label(cells[0]))
+        time_e2e_together(svc, ready, workload_label(cells[0]))
     # the reference backend first: its accuracy pass is the PyTorch fp32 reference the others' reuse
     for s in sorted(states, key=lambda s: s.cell.backend != REFERENCE_BACKEND):
         try:

@@ -55,7 +55,20 @@ NUMBER_RULES = (
     NumberRule("rounds", 1, strict=False),
     NumberRule("accuracy_images", 1, strict=False, high=100_000),
     NumberRule("seed", 0, strict=False, high=MAX_SEED),
+    NumberRule("server_bound_ms", 0, strict=True, high=3_600_000),
 )
+
+SCENARIO_MODES = ("n640", "all", "none")
+
+
+def scenario_mode(opt, profile: str) -> str:
+    """--scenarios (validated): which cells run the scenarios; default all in the nightly profile, else n640."""
+    value = opt("scenarios")
+    if value is None:
+        return "all" if profile == "nightly" else "n640"
+    if value not in SCENARIO_MODES:
+        raise SelectionError(f"--scenarios: unknown {value!r}; valid: {', '.join(SCENARIO_MODES)}")
+    return value
 
 
 def check_numbers(opt) -> None:

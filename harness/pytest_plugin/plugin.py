@@ -102,6 +102,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         help="exports and probes run at once in the export phase ahead of timing (default: the physical cores)",
     )
+    g.addoption(
+        "--no-e2e",
+        action="store_true",
+        help="do not time each cell end to end (pre-processing, copies, model, post-processing by stage)",
+    )
+    g.addoption(
+        "--scenarios",
+        help="which cells run the use-case scenarios (multi-stream, server, offline, camera, single-stream): n640 "
+        "(yolo26n at 640, batch 1; the default), all (the nightly default), none",
+    )
+    g.addoption(
+        "--server-bound-ms",
+        type=float,
+        default=100.0,
+        help="the server scenario's p99 bound in ms: it reports the highest Poisson rate under it (default 100)",
+    )
     g.addoption("--no-canary", action="store_true", help="do not time the drift canary between workloads")
     g.addoption("--warmup", type=int, default=1, help="warm-up rounds per cell (default 1)")
     g.addoption(
@@ -162,6 +178,9 @@ class BenchSession:
             export_memory_gb=opt("export_memory_gb"),
             refresh_cache=opt("refresh_cache"),
             threads=self.threads,
+            e2e=not opt("no_e2e"),
+            scenarios=self.scenarios,
+            server_bound_ms=opt("server_bound_ms"),
         )
         self.recorded = existing_run(config, self.run_config.run_dir, bool(opt("resume")))
         self.stopped: str | None = None  # why the run stopped early (a record could not be written)
@@ -186,6 +205,7 @@ class BenchSession:
             raise SelectionError(f"--profile: unknown {self.profile!r}; valid: {', '.join(profile_names())}")
         self.selection = options.selection(opt, tuple(_backend_names()), all_devices())
         options.check_numbers(opt)
+        self.scenarios = options.scenario_mode(opt, self.profile)
         slowdown_factors()  # validate the testing knob up front
         corruptions()  # ... and the parity-check knob (a CorruptionError is a SelectionError: one usage error)
         self.threads, self.threads_source = options.thread_budget(opt)

@@ -1,0 +1,181 @@
+"""The stages that measure what a use case experiences, after the model-only timed rounds: end-to-end timing with
+its stage breakdown (harness.measure.pipeline), the scenarios (harness.scenarios) and the operator view
+(harness.diagnosis.operators). None of them ends an attempt: a failure is a null with its reason.
+
+End-to-end rounds of a workload's runners are timed interleaved, as the model-only rounds are
+(`time_e2e_together`, called by harness.execute.workload while the runners are loaded together); an attempt timed
+alone (a remedy) times its own in the `end_to_end` stage.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import zlib
+from typing import TYPE_CHECKING
+
+from harness.core.record import PERCENTILE_MIN_ROUNDS, Latency, set_null
+from harness.diagnosis.failure import first_line
+from harness.measure.interleave import Contestant, RoundsPolicy, run_interleaved
+from harness.measure.pipeline import STAGE_NAMES, E2ETiming, for_runner
+
+if TYPE_CHECKING:
+    from harness.execute.attempt import CellRunner
+    from harness.execute.stages import AttemptState
+
+log = logging.getLogger(__name__)
+
+RAN = ("ok", "parity_failed")
+SINGLE_STREAM_RULE = (
+    f">= {PERCENTILE_MIN_ROUNDS['p90']} end-to-end calls (the rounds p90 needs), next call when the previous "
+    "returned, interleaved with the workload's other backends"
+)
+
+
+def e2e_policy(svc: CellRunner) -> RoundsPolicy:
+    """End-to-end rounds: pairs (one whole call, one staged), at least the rounds p90 needs."""
+    cfg = svc.config
+    return RoundsPolicy(
+        min_rounds=PERCENTILE_MIN_ROUNDS["p90"],
+        ci_target=cfg.ci_target,
+        max_time_s=cfg.e2e_max_time_s,
+        block_s=cfg.block_s,
+        min_trials=6,
+    )
+
+
+def _contestant(s: AttemptState) -> Contestant:
+    timing = E2ETiming(for_runner(s.runner, s.cell))
+    s.e2e = timing
+    timing.pair()  # the first pair warms the pre- and post-processing up; its rounds are dropped
+    estimate = max(timing.walls[0], 1e-3) * 2.0
+    timing.walls.clear()
+    timing.staged.clear()
+    return Contestant(s.attempt.cell_id, timing.pair, estimate)
+
+
+def time_e2e_together(svc: CellRunner, states: list[AttemptState], label: str) -> None:
+    """End-to-end pairs of the workload's loaded runners, interleaved; each state gets its E2ETiming (or the
+    reason in `e2e_error`)."""
+    if not svc.config.e2e:
+        return
+    contestants = []
+    for s in states:
+        try:
+            contestants.append(_contestant(s))
+        except Exception as e:  # one pipeline failing must not lose the others
+            log.exception("end-to-end pipeline of %s failed", s.attempt.cell_id)
+            s.e2e, s.e2e_error = None, f"end-to-end call failed: {type(e).__name__}: {first_line(str(e))}"
+    if not contestants:
+        return
+    rng = random.Random(zlib.crc32(f"e2e {label}".encode()))
+    timed = run_interleaved(contestants, e2e_policy(svc), rng=rng)
+    for s in states:
+        t = timed.timings.get(s.attempt.cell_id)
+        if t is not None and t.error is not None:
+            s.e2e, s.e2e_error = None, f"end-to-end call failed: {type(t.error).__name__}: {t.error}"
+    svc.progress(f"{label}: end-to-end, {timed.trials} trials in {timed.elapsed_s:.1f}s ({timed.stop})")
+
+
+def end_to_end(svc: CellRunner, s: AttemptState) -> bool:
+    """The record's end-to-end fields: `latency_e2e_ms`, `stages_ms`, `e2e`, and the single-stream scenario."""
+    rec = s.rec
+    if not svc.config.e2e:
+        for f in ("latency_e2e_ms", "stages_ms", "e2e", "scenario", "scenario_result"):
+            set_null(rec, f, "end-to-end timing switched off (--no-e2e)")
+        return True
+    if s.e2e is None and s.e2e_error is None:  # timed alone (a remedy attempt)
+        time_e2e_together(svc, [s], s.attempt.cell_id)
+    if s.e2e is None or not s.e2e.walls:
+        why = s.e2e_error or "no end-to-end rounds ran"
+        for f in ("latency_e2e_ms", "stages_ms", "e2e", "scenario", "scenario_result"):
+            set_null(rec, f, why)
+        return True
+    lat = Latency.from_samples(s.e2e.walls, "end-to-end")
+    rec["latency_e2e_ms"] = lat.to_dict()
+    for key, why in lat.null_reasons().items():
+        set_null(rec, f"latency_e2e_ms.{key}", why)
+    stages = s.e2e.stages_ms()
+    rec["stages_ms"] = stages
+    for name in STAGE_NAMES:
+        if stages[name] is None:
+            set_null(rec, f"stages_ms.{name}", s.e2e.pipeline.absent.get(name, "not timed"))
+    rec["e2e"] = s.e2e.section()
+    rec["scenario"] = "single-stream"
+    rec["scenario_result"] = {
+        "scenario": "single-stream",
+        "metric": "p90 end-to-end latency",
+        "value": lat.p90,
+        "unit": "ms",
+        "valid": lat.p90 is not None,
+        "rule": SINGLE_STREAM_RULE,
+        "p50": lat.p50,
+        "p90": lat.p90,
+        "p99": lat.p99,
+        "queries": lat.rounds,
+    }
+    if not rec["e2e"]["check"]["held"]:
+        gap = rec["e2e"]["gap"]
+        svc.progress(
+            f"{s.attempt.cell_id}: end-to-end stage sum {gap:+.1%} off the wall time: work escaped the stage clocks"
+        )
+    return True
+
+
+def wants_scenarios(mode: str, cell) -> str | None:
+    """Why the scenarios do not run for `cell` under `mode` (--scenarios), or None when they do."""
+    if mode == "none":
+        return "scenarios switched off (--scenarios none)"
+    if mode == "all":
+        return None
+    if cell.size == "n" and cell.shape.height == 640 and cell.shape.width == 640 and cell.batch == 1:
+        return None
+    return (
+        "scenarios run on yolo26n at 640, batch 1 in this profile (--scenarios all runs them on every cell)"
+    )
+
+
+def scenarios(svc: CellRunner, s: AttemptState) -> bool:
+    """Multi-stream, server, offline and the camera check (and a longer single-stream) of the loaded runner."""
+    from harness.scenarios import ScenarioConfig, run_all
+
+    rec, cfg = s.rec, svc.config
+    why = wants_scenarios(cfg.scenarios, s.cell)
+    if why is None and rec["status"] not in RAN:
+        why = f"cell did not run ({rec['status']})"
+    if why is None and s.attempt.remedy:
+        why = "a remedy attempt: scenarios run on the plain cell"
+    if why:
+        set_null(rec, "scenarios", why)
+        return True
+    p50 = (rec.get("latency_e2e_ms") or {}).get("p50")
+    sc = ScenarioConfig(bound_ms=cfg.server_bound_ms, threads=cfg.threads, seed=cfg.seed)
+    svc.progress(f"{s.attempt.cell_id}: scenarios (single-stream, multi-stream, server, offline, camera)")
+    try:
+        rec["scenarios"] = run_all(s.runner, s.cell, sc, p50)
+    except Exception as e:
+        log.exception("scenarios of %s failed", s.attempt.cell_id)
+        set_null(rec, "scenarios", f"scenarios failed: {type(e).__name__}: {first_line(str(e))}")
+        return True
+    for name, res in rec["scenarios"].items():
+        if res.get("value") is None:
+            set_null(rec, f"scenarios.{name}.value", res.get("reason") or "the scenario measured nothing")
+    return True
+
+
+def operators(svc: CellRunner, s: AttemptState) -> bool:
+    """The operator view: which operators ran in the delegate and which fell back (outside any timed region)."""
+    from harness.diagnosis.operators import OperatorsUnavailable, operator_view
+
+    rec = s.rec
+    if rec["status"] not in RAN or s.runner is None:
+        set_null(rec, "operators", f"cell did not run ({rec['status']})")
+        return True
+    try:
+        rec["operators"] = operator_view(s.cell.backend, s.runner, s.artifact, s.export_info, s.cell)
+    except OperatorsUnavailable as e:
+        set_null(rec, "operators", e.reason)
+    except Exception as e:
+        log.exception("operator view of %s failed", s.attempt.cell_id)
+        set_null(rec, "operators", f"operator view failed: {type(e).__name__}: {first_line(str(e))}")
+    return True
