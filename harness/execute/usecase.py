@@ -51,7 +51,7 @@ def _contestant(s: AttemptState) -> Contestant:
     estimate = max(timing.walls[0], 1e-3) * 2.0
     timing.walls.clear()
     timing.staged.clear()
-    return Contestant(s.attempt.cell_id, timing.pair, estimate)
+    return Contestant(s.attempt.cell_id, timing.pair, estimate, resume=timing.resume)
 
 
 def time_e2e_together(svc: CellRunner, states: list[AttemptState], label: str) -> None:

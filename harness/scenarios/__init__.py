@@ -37,6 +37,20 @@ class ScenarioConfig:
         return GPU_STREAMS if device != "cpu" else max(1, self.threads)
 
 
+#: the server runs the fewest streams whose offline throughput is within this share of the best
+SERVER_STREAMS_SLACK = 0.10
+
+
+def server_concurrency(offline: dict) -> int:
+    """The server scenario's streams: the fewest whose offline images/s is within SERVER_STREAMS_SLACK of the
+    best (more streams than that add contention to every query's latency, not throughput); 1 without a sweep."""
+    sweep = [r for r in offline.get("sweep") or [] if r.get("ips")]
+    if not sweep:
+        return 1
+    best = max(r["ips"] for r in sweep)
+    return min(r["concurrency"] for r in sweep if r["ips"] >= (1 - SERVER_STREAMS_SLACK) * best)
+
+
 def queries(runner, cell, n: int) -> tuple[list[loadgen.Query], str]:
     """`n` end-to-end queries, one per stream of the runner, and the runtime's concurrency mechanism."""
     streams = runner.streams(n)
@@ -68,8 +82,7 @@ def run_all(runner, cell, cfg: ScenarioConfig, single_p50_ms: float | None = Non
         return loadgen.multi_stream(qs, mech, cfg.budget)
 
     def server():
-        # at the concurrency that maximised offline throughput (more streams than that only contend)
-        best = out.get("offline", {}).get("concurrency") or 1
+        best = server_concurrency(out.get("offline") or {})
         qs, mech = queries(runner, cell, best)
         # start at half the rate the streams could serve back to back
         return loadgen.server(
