@@ -10,8 +10,8 @@ clock (`perf_counter` around each query, in the thread that runs it); a query is
   metric p99 of the query latency (LoadGen's MultiStream, with the stream count of the deployment: 8 cameras on a
   GPU, the thread budget on a CPU).
 - server: Poisson arrivals at a rate, served by the fewest streams within 10% of the best offline throughput;
-  each query's latency runs from its arrival, so queueing counts; metric the highest rate whose p99 stays under the bound,
-  found by a search over rates (2x steps, then bisection to within 10%).
+  each query's latency runs from its arrival, so queueing counts; metric the highest rate whose p99 stays under
+  the bound, found by a search over rates (2x steps, then bisection to within 10%).
 - offline: every stream busy all the time; metric images per second, at the concurrency that maximises it.
 - camera: frames arrive every 1/fps; the worker always takes the newest frame; a frame whose result is not ready
   by the next frame's arrival (or that is never processed) is missed.
