@@ -250,7 +250,7 @@ def test_multi_stream_runs_streams_at_once_and_a_lock_serialises_them():
 
 
 def test_offline_picks_the_concurrency_with_the_most_images_per_second():
-    res = loadgen.offline(lambda c: [_sleeper(5)] * c, "threads", batch=1, sweep=(1, 2), seconds=0.3)
+    res = loadgen.offline(lambda c: ([_sleeper(5)] * c, "threads"), batch=1, sweep=(1, 2), seconds=0.3)
     by_c = {r["concurrency"]: r["ips"] for r in res["sweep"]}
     assert res["concurrency"] == 2 and res["value"] == by_c[2] > 1.6 * by_c[1]
 

@@ -55,16 +55,24 @@ def p50_interval(samples: Sequence[float], level: float = CONFIDENCE) -> Interva
     None when the rounds are too few for the level (fewer than 6 rounds for 95%): the interval is unknown, not
     zero-width.
     """
+    bounds = _order_interval(samples, 0.5, level)
+    if bounds is None or not (math.isfinite(bounds[0]) and math.isfinite(bounds[1])):
+        return None
+    return Interval(bounds[0], bounds[1], level)
+
+
+def _order_interval(samples: Sequence[float], p: float, level: float) -> tuple[float, float] | None:
+    """(low, high) of the order-statistic confidence interval of the `p` quantile of the finite `samples`
+    (`scipy.stats.quantile_test(...).confidence_interval`; an end the samples cannot bound is not finite); None
+    below 2 samples."""
+    import numpy as np
     from scipy import stats
 
     values = [float(v) for v in samples if isinstance(v, int | float) and math.isfinite(v)]
     if len(values) < 2:
         return None
-    ci = stats.quantile_test(values, q=median(values), p=0.5).confidence_interval(level)
-    lo, hi = float(ci.low), float(ci.high)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return None
-    return Interval(lo, hi, level)
+    ci = stats.quantile_test(values, q=float(np.percentile(values, 100 * p)), p=p).confidence_interval(level)
+    return float(ci.low), float(ci.high)
 
 
 def quantile_interval(
@@ -73,15 +81,8 @@ def quantile_interval(
     """The distribution-free confidence interval of the `p` quantile of `samples` (order statistics, binomial
     coverage, as `p50_interval`): (lo, hi), hi None where the samples are too few to bound it from above (a p99 of
     100 samples has no sample beyond its upper bound); None when not even the lower end is known."""
-    import numpy as np
-    from scipy import stats
-
-    values = [float(v) for v in samples if isinstance(v, int | float) and math.isfinite(v)]
-    if len(values) < 2:
+    bounds = _order_interval(samples, p, level)
+    if bounds is None or not math.isfinite(bounds[0]):
         return None
-    q = float(np.percentile(values, 100 * p))
-    ci = stats.quantile_test(values, q=q, p=p).confidence_interval(level)
-    lo, hi = float(ci.low), float(ci.high)
-    if not math.isfinite(lo):
-        return None
+    lo, hi = bounds
     return lo, hi if math.isfinite(hi) else None

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RAN = ("ok", "parity_failed")
+#: the record fields the end-to-end stage writes (null together, with one reason, when it cannot)
+E2E_FIELDS = ("latency_e2e_ms", "stages_ms", "e2e", "scenario", "scenario_result")
 SINGLE_STREAM_RULE = (
     f">= {PERCENTILE_MIN_ROUNDS['p90']} end-to-end calls (the rounds p90 needs), next call when the previous "
     "returned, interleaved with the workload's other backends"
@@ -81,14 +83,14 @@ def end_to_end(svc: CellRunner, s: AttemptState) -> bool:
     """The record's end-to-end fields: `latency_e2e_ms`, `stages_ms`, `e2e`, and the single-stream scenario."""
     rec = s.rec
     if not svc.config.e2e:
-        for f in ("latency_e2e_ms", "stages_ms", "e2e", "scenario", "scenario_result"):
+        for f in E2E_FIELDS:
             set_null(rec, f, "end-to-end timing switched off (--no-e2e)")
         return True
     if s.e2e is None and s.e2e_error is None:  # timed alone (a remedy attempt)
         time_e2e_together(svc, [s], s.attempt.cell_id)
     if s.e2e is None or not s.e2e.walls:
         why = s.e2e_error or "no end-to-end rounds ran"
-        for f in ("latency_e2e_ms", "stages_ms", "e2e", "scenario", "scenario_result"):
+        for f in E2E_FIELDS:
             set_null(rec, f, why)
         return True
     lat = Latency.from_samples(s.e2e.walls, "end-to-end")

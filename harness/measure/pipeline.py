@@ -73,12 +73,11 @@ def decoded(name: str = "bus.jpg") -> np.ndarray:
 
 
 def preprocess(image: np.ndarray, height: int, width: int, batch: int) -> np.ndarray:
-    """Letterbox (ultralytics' LetterBox, gray pad, centred), BGR->RGB, HWC->CHW, float32 /255, `batch` copies."""
-    from ultralytics.data.augment import LetterBox
+    """Letterbox (harness.yolo.inputs.letterbox_image: ultralytics' LetterBox), BGR->RGB, HWC->CHW, float32 /255,
+    `batch` copies."""
+    from harness.yolo.inputs import letterbox_image
 
-    lb = LetterBox(new_shape=(height, width), auto=False, scale_fill=False, scaleup=True, stride=32)
-    chw = lb(image=image)[..., ::-1].transpose(2, 0, 1)
-    x = np.ascontiguousarray(chw, dtype=np.float32) / 255.0
+    x = np.ascontiguousarray(letterbox_image(image, height, width), dtype=np.float32) / 255.0
     return np.ascontiguousarray(np.broadcast_to(x, (batch, *x.shape)))
 
 

@@ -90,15 +90,9 @@ def run_all(runner, cell, cfg: ScenarioConfig, single_p50_ms: float | None = Non
         )
 
     def offline():
-        mech = [""]
-
-        def streams_for(c):
-            qs, mech[0] = queries(runner, cell, c)
-            return qs
-
-        res = loadgen.offline(streams_for, "", cell.batch, cfg.offline_sweep, cfg.offline_s)
-        res["mechanism"] = mech[0]
-        return res
+        return loadgen.offline(
+            lambda c: queries(runner, cell, c), cell.batch, cfg.offline_sweep, cfg.offline_s
+        )
 
     guarded("multi-stream", multi)
     guarded("offline", offline)

@@ -44,6 +44,14 @@ class Budget:
     min_s: float = 1.0
     max_s: float = 6.0
 
+    def met(self, queries: int, elapsed_s: float) -> bool:
+        """Whether `queries` over `elapsed_s` satisfy the minimums (the result's validity rule)."""
+        return queries >= self.min_queries and elapsed_s >= self.min_s
+
+    def done(self, queries: int, elapsed_s: float) -> bool:
+        """Whether to stop issuing: the minimums are met, or the time is up."""
+        return self.met(queries, elapsed_s) or elapsed_s >= self.max_s
+
 
 def _pct(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
@@ -63,15 +71,14 @@ def single_stream(query: Query, budget: Budget = Budget(), clock=time.perf_count
         query()
         lat.append((clock() - s) * 1e3)
         elapsed = clock() - t0
-        if (len(lat) >= budget.min_queries and elapsed >= budget.min_s) or elapsed >= budget.max_s:
+        if budget.done(len(lat), elapsed):
             break
-    valid = len(lat) >= budget.min_queries and elapsed >= budget.min_s
     return {
         "scenario": "single-stream",
         "metric": "p90 end-to-end latency",
         "value": _pct(lat, 90),
         "unit": "ms",
-        "valid": valid,
+        "valid": budget.met(len(lat), elapsed),
         "rule": f">= {budget.min_queries} queries and >= {budget.min_s:g} s, next query when the previous returns",
         "p50": _pct(lat, 50),
         "p90": _pct(lat, 90),
@@ -135,8 +142,7 @@ def multi_stream(
                 e.set()
             done.wait()
             lat.append((clock() - s) * 1e3)
-            elapsed = clock() - t0
-            if (len(lat) >= budget.min_queries and elapsed >= budget.min_s) or elapsed >= budget.max_s:
+            if budget.done(len(lat), clock() - t0):
                 break
     finally:
         stop[0] = True
@@ -152,7 +158,7 @@ def multi_stream(
         "metric": "p99 latency of a query of one sample per stream",
         "value": _pct(lat, 99),
         "unit": "ms",
-        "valid": len(lat) >= budget.min_queries and elapsed >= budget.min_s,
+        "valid": budget.met(len(lat), elapsed),
         "rule": f">= {budget.min_queries} queries and >= {budget.min_s:g} s; a query is {n} samples issued at "
         "once, one per stream, the next when all returned",
         "streams": n,
@@ -284,9 +290,12 @@ def server(
         return float(np.percentile(lat, 99))
 
     lo, hi, tried = search_rate(at_rate, bound_ms, start_rate, steps, floor=start_rate / 16)
-    runs = [ServerRun(r.rate, r.p99_ms, counts[r.rate], r.ok).to_dict() for r in tried]
-    bracket = [r for r in runs if r["rate"] in (round(lo or -1, 3), round(hi or -1, 3))]
-    valid = lo is not None and hi is not None and all(r["queries"] >= budget.min_queries for r in bracket)
+    runs = [ServerRun(r.rate, r.p99_ms, counts[r.rate], r.ok) for r in tried]
+    valid = (
+        lo is not None
+        and hi is not None
+        and all(r.queries >= budget.min_queries for r in runs if r.rate in (lo, hi))
+    )
     out = {
         "scenario": "server",
         "metric": f"highest Poisson arrival rate with p99 <= {bound_ms:g} ms",
@@ -298,7 +307,7 @@ def server(
         "then bisection",
         "bound_ms": bound_ms,
         "rate_interval": [lo, hi],
-        "tried": runs,
+        "tried": [r.to_dict() for r in runs],
         "concurrency": len(queries),
         "mechanism": mechanism,
         "seed": seed,
@@ -312,17 +321,17 @@ def server(
 
 
 def offline(
-    streams_for: Callable[[int], Sequence[Query]],
-    mechanism: str,
+    streams_for: Callable[[int], tuple[Sequence[Query], str]],
     batch: int,
     sweep: Sequence[int] = (1, 2, 4),
     seconds: float = 1.5,
     clock=time.perf_counter,
 ) -> dict:
-    """Every stream busy for `seconds`, at each concurrency of `sweep`; images per second at the best one."""
-    rows = []
+    """Every stream busy for `seconds`, at each concurrency of `sweep`; images per second at the best one.
+    `streams_for(c)` gives c queries, one per stream, and the runtime's concurrency mechanism for them."""
+    rows, mechanisms = [], {}
     for c in sweep:
-        queries = streams_for(c)
+        queries, mechanisms[c] = streams_for(c)
         counts = [0] * c
         t_end = clock() + seconds
 
@@ -348,7 +357,7 @@ def offline(
         "batch": batch,
         "concurrency": best["concurrency"],
         "sweep": rows,
-        "mechanism": mechanism,
+        "mechanism": mechanisms[best["concurrency"]],
     }
 
 

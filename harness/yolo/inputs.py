@@ -29,18 +29,25 @@ def letterbox_files(paths: list[Path] | tuple[Path, ...], height: int, width: in
     height x width, BGR -> RGB. The one letterbox of the harness: timing, parity and accuracy inputs all come
     from here."""
     import cv2
-    from ultralytics.data.augment import LetterBox
 
-    lb = LetterBox(new_shape=(height, width), auto=False, scale_fill=False, scaleup=True, stride=32)
     frames = []
     for path in paths:
         img = cv2.imread(str(path))
         if img is None:
             raise FileNotFoundError(f"cannot read image {path}")
-        out = lb(image=img)
-        assert out.shape[:2] == (height, width), out.shape
-        frames.append(out[..., ::-1].transpose(2, 0, 1))  # BGR HWC -> RGB CHW
+        frames.append(letterbox_image(img, height, width))
     return np.ascontiguousarray(np.stack(frames)).astype(np.float32) / 255.0
+
+
+def letterbox_image(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """One decoded BGR HWC image letterboxed (ultralytics' LetterBox, gray pad, centred) to height x width, as an
+    RGB CHW uint8 view (not contiguous)."""
+    from ultralytics.data.augment import LetterBox
+
+    lb = LetterBox(new_shape=(height, width), auto=False, scale_fill=False, scaleup=True, stride=32)
+    out = lb(image=image)
+    assert out.shape[:2] == (height, width), out.shape
+    return out[..., ::-1].transpose(2, 0, 1)  # BGR HWC -> RGB CHW
 
 
 @functools.lru_cache(maxsize=32)
