@@ -401,3 +401,40 @@ def test_a_steady_canary_adds_no_note(tmp_path):
     db, run_id = canary_history(tmp_path, 0, canary=0.5)
     result = compare(db, run_id)
     assert not any("canary" in n for n in result.notes) and result.regressions == []
+
+
+def heap_history(tmp_path: Path, last_policy: str | None) -> tuple[Path, str]:
+    """Five runs under the retain heap policy, then one under `last_policy` (None: env.json without `allocator`,
+    as a run from before --malloc). Synthetic env.json and records (harness.history.synthetic)."""
+    rng = random.Random(0)
+    db = tmp_path / "history.sqlite"
+    retain = {
+        "policy": "retain",
+        "applied": True,
+        "reason": "mallopt",
+        "library": "glibc 2.36",
+        "settings": {},
+    }
+    last_dir = None
+    for i in range(1, 7):
+        env = make_env(f"nightly-{i:03d}", f"2026-11-{i:02d}T02:00:00+00:00")
+        if i < 6:
+            env["allocator"] = retain
+        elif last_policy is not None:
+            env["allocator"] = dict(retain, policy=last_policy, applied=last_policy == "retain")
+        last_dir = build_run(tmp_path / "results", i, rng, env=env)
+        import_run_dir(db, last_dir)
+    return db, last_dir.name
+
+
+@pytest.mark.parametrize("last", ["system", None])
+def test_a_run_under_another_heap_policy_says_so_next_to_its_findings(tmp_path, last):
+    db, run_id = heap_history(tmp_path, last)
+    result = compare(db, run_id)
+    (note,) = [n for n in result.notes if "heap policy" in n]
+    assert "(retain) to this run (system)" in note and "--malloc" in note
+
+
+def test_the_same_heap_policy_adds_no_note(tmp_path):
+    db, run_id = heap_history(tmp_path, "retain")
+    assert not any("heap policy" in n for n in compare(db, run_id).notes)

@@ -65,6 +65,8 @@ BAD = [
     (["--export-memory-gb", "0"], "--export-memory-gb: 0.0 is out of range"),
     (["--warmup", "-1"], "--warmup: -1 is out of range (must be >= 0)"),
     (["--rounds", "0"], "--rounds: 0 is out of range (must be >= 1)"),
+    (["--timing-episodes", "0"], "--timing-episodes: 0 is out of range (must be >= 1 and <= 20)"),
+    (["--malloc", "jemalloc"], "--malloc: unknown 'jemalloc'; valid: retain, system"),
     (["--seed", "-1"], "--seed: -1 is out of range (must be >= 0 and <= 4294967295)"),
 ]
 

@@ -134,3 +134,62 @@ def test_block_hooks_bracket_every_block():
     res = run_interleaved([c], RoundsPolicy(fixed_rounds=12, block_s=0.0005))
     blocks = sum(1 for b in res.timings["a"].blocks if b)
     assert events == ["resume", "pause"] * blocks
+
+
+def test_rounds_suffice_only_when_the_paired_ratios_are_narrow_too():
+    # the same two runners and p50 rule; only the paired ratio's bound differs, and the verdict with it
+    def calls():
+        return [
+            Contestant("a", sleeper(1.0, jitter=0.3, seed=1), 1.0),
+            Contestant("b", sleeper(1.5, jitter=0.3, seed=2), 1.5),
+        ]
+
+    loose = RoundsPolicy(block_s=0.005, max_time_s=0.6, ci_target=0.5, ratio_target=0.5)
+    res = run_interleaved(calls(), loose, reference="a")
+    assert res.stop == "every p50 interval within +-50% and every paired ratio's within +-50%"
+    tight = RoundsPolicy(block_s=0.005, max_time_s=0.6, ci_target=0.5, ratio_target=0.0001)
+    res = run_interleaved(calls(), tight, reference="a")
+    assert res.stop.startswith("time cap reached")
+    paired = res.paired("b", "a")
+    assert (paired.ratio_ci.hi - paired.ratio_ci.lo) / 2 > 0.0001 * paired.ratio
+
+
+def test_episodes_go_on_with_one_timing_and_each_times_its_share():
+    # three episodes of one workload, with a pause between them: the rounds accumulate, every episode times at
+    # least a third of the minimum trials, and the caps of episodes 1 and 2 are a third and two thirds of the cap
+    policy = RoundsPolicy(block_s=0.005, max_time_s=0.15, min_trials=9, ci_target=1e-6)  # never converges
+    calls = [Contestant("a", sleeper(1.0), 1.0), Contestant("b", sleeper(2.0), 2.0)]
+    res = None
+    for k in (1, 2, 3):
+        res = run_interleaved(calls, policy, reference="a", previous=res, episode=(k, 3))
+        assert res.stop.startswith(f"episode {k} of 3: ")
+        time.sleep(0.05)
+    assert [e["trials"] >= 3 for e in res.episodes] == [True, True, True]
+    assert res.trials == sum(e["trials"] for e in res.episodes) >= 9
+    assert len(res.timings["a"].samples) >= 10 and "(0.1 s: 0.05 s x 2 runners)" in res.episodes[0]["stop"]
+    assert "(0.2 s: 0.1 s x 2 runners)" in res.episodes[1]["stop"] and res.elapsed_s >= 0.3
+    assert res.section("b")["episodes"] == res.episodes
+    assert res.paired("b", "a").ratio == pytest.approx(2.0, rel=0.1)
+    with pytest.raises(ValueError):
+        run_interleaved(calls, policy, episode=(4, 3))
+
+
+def test_episodes_sample_the_machine_states_between_them():
+    # b slows more than a when the machine is busy (uneven contention: the ratio itself depends on the moment).
+    # Timed in one go at the start, the ratio is the quiet machine's; spread over episodes before and after the
+    # machine gets busy, it lies between the two states' ratios.
+    busy = {"on": False}
+
+    def b_call() -> None:
+        time.sleep(0.002 * (1.6 if busy["on"] else 1.0))
+
+    calls = [Contestant("a", sleeper(1.0), 1.0), Contestant("b", b_call, 2.0)]
+    policy = RoundsPolicy(block_s=0.006, max_time_s=0.2, min_trials=6)
+    one_go = run_interleaved(calls, policy, reference="a").paired("b", "a").ratio
+    res = None
+    for k in (1, 2):
+        busy["on"] = k == 2
+        res = run_interleaved(calls, policy, reference="a", previous=res, episode=(k, 2))
+    spread = res.paired("b", "a").ratio
+    assert one_go == pytest.approx(2.0, rel=0.1)
+    assert 2.2 < spread < 3.4, spread

@@ -130,6 +130,13 @@ def threads_info(budget: int | None = None, source: str | None = None) -> dict:
     }
 
 
+def allocator_info() -> dict:
+    """The heap policy this process applied (harness.core.allocator)."""
+    from harness.core import allocator
+
+    return allocator.info()
+
+
 def collect(
     run_id: str,
     started_at: str | None = None,
@@ -159,6 +166,7 @@ def collect(
             "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
         },
         "threads": threads_info(threads, threads_source),
+        "allocator": allocator_info(),
         "gpu": gpus,
         "gpu_reason": gpu_reason,
         "cuda": None,

@@ -91,6 +91,8 @@ class CellRunner:
         self.slowdown = slowdown_factors()
         self.last_runner = None  # kept for side-by-side benchmarks of the harness against a bare loop
         self.prepared: dict[str, AttemptState] = {}  # attempts the export phase took up to their load
+        #: workloads the timing phase loaded and timed: label -> (their attempts, the ready ones)
+        self.timed_workloads: dict[str, tuple[list[AttemptState], list[AttemptState]]] = {}
 
     # -- public -------------------------------------------------------------------------------------------------
     def run_cell(self, cell: Cell, skip_reason: str | None = None) -> dict:
@@ -118,6 +120,15 @@ class CellRunner:
         from harness.execute.workload import prepare_all
 
         self.prepared.update(prepare_all(self, cells, self.config.export_workers))
+
+    def time_all(self, cells: list[Cell]) -> None:
+        """The timing phase: every workload of `cells` loaded and timed interleaved, spread over
+        `config.episodes` episodes (harness.execute.workload.time_all); each goes on in `run_workload`."""
+        from harness.execute.workload import time_all
+
+        episodes = 1 if self.config.rounds is not None else max(1, self.config.episodes)
+        if episodes > 1:
+            time_all(self, cells, episodes)
 
     def remedies(self, cell: Cell, rec: dict) -> list[dict]:
         """The remedy attempts of a cell whose attempt failed (harness.execute.ladder), each timed alone."""

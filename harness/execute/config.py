@@ -34,7 +34,12 @@ class RunConfig:
     rounds: int | None = None
     min_rounds: int = 10
     ci_target: float = 0.02
-    max_time_s: float = 1.5
+    #: ... and every paired ratio's interval within +-ratio_target (harness.measure.interleave)
+    ratio_target: float = 0.02
+    max_time_s: float = 3.0
+    #: each workload's timed rounds spread over this many episodes of the timing phase (--timing-episodes;
+    #: harness.execute.workload.time_all); 1 with --rounds
+    episodes: int = 3
     block_s: float = 0.1
     max_rounds: int = 10_000
     #: export (and probe) processes run at once in the export phase ahead of timing (default: the physical cores)
@@ -59,6 +64,9 @@ class RunConfig:
     e2e: bool = True
     #: seconds of end-to-end pairs per runner at most (harness.execute.usecase.e2e_policy)
     e2e_max_time_s: float = 1.0
+    #: seconds of end-to-end pairs per runner worth the 20 pairs p90 needs; slower workloads time 10 pairs
+    #: (harness.execute.usecase.e2e_min_pairs)
+    e2e_p90_budget_s: float = 4.0
     #: which cells run the scenarios: "n640" (yolo26n at 640, batch 1), "all", "none" (--scenarios)
     scenarios: str = "n640"
     #: the server scenario's p99 bound (--server-bound-ms)
@@ -73,6 +81,7 @@ class RunConfig:
         return RoundsPolicy(
             min_rounds=self.min_rounds,
             ci_target=self.ci_target,
+            ratio_target=self.ratio_target,
             max_time_s=self.max_time_s,
             block_s=self.block_s,
             max_rounds=self.max_rounds,

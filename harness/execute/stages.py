@@ -30,7 +30,7 @@ from harness.diagnosis.failure import failure_from_exception, failure_from_outco
 from harness.execute.isolate import ExportOutcome, run_probe
 from harness.execute.usecase import end_to_end, operators, scenarios
 from harness.measure.base import Tracker, trackers_for
-from harness.measure.canary import around
+from harness.measure.canary import around, merge
 from harness.measure.corrupt import CORRUPT_ENV, corrupt, corruptions
 from harness.measure.host_memory import MIB, release_memory
 from harness.measure.interleave import Contestant, Interleaved, run_interleaved
@@ -93,6 +93,8 @@ class AttemptState:
     #: the end-to-end rounds (harness.execute.usecase), or why they could not run
     e2e: Any = None
     e2e_error: str | None = None
+    #: the end-to-end pairs its workload timed at least (harness.execute.usecase.e2e_min_pairs)
+    e2e_min_pairs: int = 20
 
     @property
     def cell(self) -> Cell:
@@ -325,19 +327,40 @@ def start_timed(s: AttemptState) -> None:
         t.start_timed()
 
 
-def time_together(svc: CellRunner, states: list[AttemptState], label: str) -> Interleaved:
+def time_together(
+    svc: CellRunner,
+    states: list[AttemptState],
+    label: str,
+    reference: str | None = None,
+    episode: tuple[int, int] = (1, 1),
+) -> Interleaved:
     """Time the loaded runners of `states` interleaved (one alone is the same loop), with the drift canary read
-    right before and after; each state gets the timing and the canary readings."""
-    before = svc.read_canary(f"before {label}")
-    for s in states:
-        start_timed(s)
-    rng = random.Random(zlib.crc32(label.encode()))  # a reproducible order per workload
-    try:
-        timed = run_interleaved([contestant(s) for s in states], svc.config.rounds_policy(), rng=rng)
-    finally:
-        canary = around(before, svc.read_canary(f"after {label}"))
+    right before and after; each state gets the timing and the canary readings. `reference`: the cell id whose
+    paired ratios must be narrow too before the rounds suffice; `episode` (k, n): the k-th of n episodes, going on
+    with the states' timing so far (harness.measure.interleave.run_interleaved)."""
+    k, n = episode
+    part = f" (episode {k} of {n})" if n > 1 else ""
+    before = svc.read_canary(f"before {label}{part}")
+    if k == 1:
         for s in states:
-            s.canary = canary
+            start_timed(s)
+    previous = states[0].timed if k > 1 else None
+    rng = random.Random(
+        zlib.crc32(f"{label}{part}".encode())
+    )  # a reproducible order per workload and episode
+    try:
+        timed = run_interleaved(
+            [contestant(s) for s in states],
+            svc.config.rounds_policy(),
+            rng=rng,
+            reference=reference,
+            previous=previous,
+            episode=episode,
+        )
+    finally:
+        canary = around(before, svc.read_canary(f"after {label}{part}"))
+        for s in states:
+            s.canary = merge(s.canary, canary) if k > 1 else canary
     for s in states:
         s.timed = timed
     return timed

@@ -63,11 +63,13 @@ def _probe(payload: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    from harness.core import allocator
     from harness.core.threads import budget, set_budget
 
     # The run's thread budget (inherited as YOLO26_BENCH_THREADS): into OMP_NUM_THREADS before torch or ultralytics
     # is imported, and torch's threads if it already is; the backends apply it again after their own imports.
     set_budget(budget())
+    allocator.apply()  # the run's heap policy (inherited as YOLO26_BENCH_MALLOC)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     req_path = Path(argv[0])
     result_path = Path(argv[1]) if len(argv) > 1 else req_path.with_name("result.json")

@@ -108,20 +108,18 @@ def export_cost(cell: Cell) -> float:
 # -- one workload --------------------------------------------------------------------------------------------------
 def run_workload(svc: CellRunner, cells: list[Cell]) -> dict[str, list[dict]]:
     """Load the workload's cells, time them interleaved, check parity, and write their records (then each failed
-    cell's remedy attempts, timed alone). Returns cell id -> records."""
-    states = [_resume(svc, c) for c in cells]
-    ready = []
-    for s in states:
-        try:
-            if advance(svc, s, until=timed_rounds):
-                _stop_solo(s)
-                ready.append(s)
-        except Exception as e:
-            svc.crashed(s, e)
-            s.next_stage = len(STAGES)
+    cell's remedy attempts, timed alone). Returns cell id -> records. A workload the timing phase (`time_all`)
+    already loaded and timed goes on from there."""
+    label = workload_label(cells[0])
+    loaded = svc.timed_workloads.pop(label, None)
+    if loaded is not None and {s.attempt.cell_id for s in loaded[0]} == {c.id for c in cells}:
+        states, ready = loaded
+    else:
+        states, ready = _load(svc, cells)
+        if ready:
+            _time_together(svc, ready, label)
     if ready:
-        _time_together(svc, ready, workload_label(cells[0]))
-        time_e2e_together(svc, ready, workload_label(cells[0]))
+        time_e2e_together(svc, ready, label)
     # the reference backend first: its accuracy pass is the PyTorch fp32 reference the others' reuse
     for s in sorted(states, key=lambda s: s.cell.backend != REFERENCE_BACKEND):
         try:
@@ -136,6 +134,38 @@ def run_workload(svc: CellRunner, cells: list[Cell]) -> dict[str, list[dict]]:
         rec = svc.finish(s)
         out[s.attempt.cell_id] = [rec, *svc.remedies(s.cell, rec)]
     return out
+
+
+def _load(svc: CellRunner, cells: list[Cell]) -> tuple[list[AttemptState], list[AttemptState]]:
+    """The workload's attempts taken up to their timed rounds (loaded, first run, warm-up): (all, the ready ones)."""
+    states = [_resume(svc, c) for c in cells]
+    ready = []
+    for s in states:
+        try:
+            if advance(svc, s, until=timed_rounds):
+                _stop_solo(s)
+                ready.append(s)
+        except Exception as e:
+            svc.crashed(s, e)
+            s.next_stage = len(STAGES)
+    return states, ready
+
+
+def time_all(svc: CellRunner, cells: list[Cell], episodes: int) -> None:
+    """The timing phase: every workload of `cells` loaded, then timed interleaved in `episodes` episodes spread over
+    the phase (each episode times every workload in turn), so a workload's trials sample machine states minutes
+    apart rather than one moment's (harness.measure.interleave.run_interleaved). The loaded, timed attempts wait
+    in `svc.timed_workloads` for `run_workload` to go on with them (end to end, parity, scenarios, records)."""
+    loaded = []
+    for cells_of in group(cells):
+        states, ready = _load(svc, cells_of)
+        label = workload_label(cells_of[0])
+        svc.timed_workloads[label] = (states, ready)
+        if ready:
+            loaded.append((label, ready))
+    for k in range(1, episodes + 1):
+        for label, ready in loaded:
+            _time_together(svc, ready, label, episode=(k, episodes))
 
 
 def _resume(svc: CellRunner, cell: Cell) -> AttemptState:
@@ -159,11 +189,16 @@ def _stop_solo(s: AttemptState) -> None:
         s.trackers.remove(t)
 
 
-def _time_together(svc: CellRunner, ready: list[AttemptState], label: str) -> Interleaved:
-    """The interleaved timed rounds of the workload's loaded runners (harness.execute.stages.time_together)."""
+def _time_together(
+    svc: CellRunner, ready: list[AttemptState], label: str, episode: tuple[int, int] = (1, 1)
+) -> Interleaved:
+    """The interleaved timed rounds of the workload's loaded runners (harness.execute.stages.time_together); one
+    episode of several goes on with the timing of the earlier ones."""
     names = ", ".join(s.cell.backend for s in ready)
-    svc.progress(f"{label}: timing {len(ready)} runner(s) interleaved ({names})")
-    timed = time_together(svc, ready, label)
+    part = f" (episode {episode[0]} of {episode[1]})" if episode[1] > 1 else ""
+    svc.progress(f"{label}: timing {len(ready)} runner(s) interleaved ({names}){part}")
+    reference = min(ready, key=_order).attempt.cell_id if len(ready) > 1 else None
+    timed = time_together(svc, ready, label, reference, episode)
     svc.progress(f"{label}: {timed.trials} trials in {timed.elapsed_s:.1f}s ({timed.stop})")
     return timed
 

@@ -222,6 +222,18 @@ def _latency(
     return "change", finding
 
 
+def heap_policy_note(conn: sqlite3.Connection, run: RunRef, ref: RunRef) -> str | None:
+    """A note when the run and its baseline ran under different heap policies (harness.core.allocator): PyTorch
+    eager's latency on a CPU moves with that setting, so its latency findings say as much about it as about the code."""
+    now, before = query.run_heap_policy(conn, run), query.run_heap_policy(conn, ref)
+    if now == before:
+        return None
+    return (
+        f"the heap policy changed from the baseline run {ref.run_id} ({before}) to this run ({now}): "
+        "torch-eager's latency moves with it (--malloc), so read its latency findings as that change"
+    )
+
+
 def canary_band(conn: sqlite3.Connection, run: RunRef, earlier: list[RunRef], window: int) -> str | None:
     """A note when the run's drift canary left its usual band (the min..max of the last `window` earlier runs'
     canary medians, widened by 10%): the machine ran at another speed than usual, so read its raw p50s with
@@ -312,6 +324,9 @@ def compare_run(
     band = canary_band(conn, run, earlier, th.window)
     if band:
         result.notes.append(band)
+    heap = heap_policy_note(conn, run, ref_run)
+    if heap:
+        result.notes.append(heap)
     current = query.run_cells(conn, run)
     history = query.series_cells(conn, run)
     ref_cells = query.run_cells(conn, ref_run)

@@ -135,6 +135,17 @@ def run_canary(conn: sqlite3.Connection, run: RunRef) -> float | None:
     return float(row[0]) if row and isinstance(row[0], int | float) else None
 
 
+def run_heap_policy(conn: sqlite3.Connection, run: RunRef) -> str:
+    """The heap policy the run's processes ran under (env.json `allocator`, harness.core.allocator): `retain` where
+    it was applied, else `system` (runs from before --malloc ran with the C library's defaults)."""
+    row = conn.execute(
+        "SELECT json_extract(env, '$.allocator.policy'), json_extract(env, '$.allocator.applied') FROM runs "
+        "WHERE run_id = ? AND machine = ?",
+        (run.run_id, run.machine),
+    ).fetchone()
+    return "retain" if row and row[0] == "retain" and row[1] else "system"
+
+
 def samples(conn: sqlite3.Connection, cell: CellRow) -> list[float]:
     """The raw timed rounds (ms) of one cell record; empty when none were stored."""
     row = conn.execute(

@@ -140,4 +140,18 @@ def around(before: float | None, after: float | None) -> dict | None:
     known = [v for v in (before, after) if v is not None]
     if not known:
         return None
-    return {"before": before, "after": after, "mean": sum(known) / len(known)}
+    return {"before": before, "after": after, "mean": sum(known) / len(known), "readings": known}
+
+
+def merge(earlier: dict | None, later: dict | None) -> dict | None:
+    """One `canary_ms` for a workload timed in several episodes: the first reading before, the last after, and the
+    mean of every reading around every episode."""
+    if earlier is None or later is None:
+        return later or earlier
+    known = [*earlier.get("readings", []), *later.get("readings", [])]
+    return {
+        "before": earlier.get("before"),
+        "after": later.get("after"),
+        "mean": sum(known) / len(known) if known else None,
+        "readings": known,
+    }

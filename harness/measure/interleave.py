@@ -10,9 +10,10 @@ cancels whatever the machine did in between (the idea of duet benchmarking, made
 backend to the reference is the median of those per-trial ratios, with the order-statistic 95% interval over the
 trials.
 
-Rounds suffice when every runner's p50 interval is within +-`ci_target` of its p50, after at least `min_rounds`
-rounds and `min_trials` trials; a time cap (`max_time_s` per runner) ends the timing otherwise, and the record says
-which rule ended it. With `fixed_rounds` each runner times exactly that many rounds. The harness owns the clock:
+Rounds suffice when every runner's p50 interval is within +-`ci_target` of its p50 and every runner's paired ratio
+to the reference (when one is named) has its interval within +-`ratio_target` of the ratio, after at least
+`min_rounds` rounds and `min_trials` trials; a time cap (`max_time_s` per runner) ends the timing otherwise, and the
+record says which rule ended it. With `fixed_rounds` each runner times exactly that many rounds. The harness owns the clock:
 `perf_counter_ns` around the runner's call plus its synchronize, as in the single-cell loop. Before a block that
 follows another runner's (or the drift canary's), the harness waits until the threads the last one left spinning
 have gone idle (harness.measure.quiesce), so that no runner's first rounds pay for its predecessor.
@@ -21,10 +22,11 @@ have gone idle (harness.measure.quiesce), so that no runner's first rounds pay f
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.core.stats import Interval, median, p50_interval
 from harness.measure.quiesce import Quiesce, wait_idle
@@ -43,6 +45,8 @@ class RoundsPolicy:
     min_rounds: int = 10
     #: relative half-width of the p50's 95% interval at which rounds suffice
     ci_target: float = 0.02
+    #: relative half-width of each paired ratio's 95% interval (to the reference) at which rounds suffice
+    ratio_target: float = 0.02
     #: seconds of timed rounds per runner at most (the workload's cap is this times its runners), unless the
     #: minimum rounds take longer
     max_time_s: float = 3.0
@@ -121,23 +125,17 @@ class Interleaved:
     #: seconds spent waiting for idle threads between blocks (not timed), and the waits the cap ended
     quiesce_s: float = 0.0
     quiesce_capped: int = 0
+    #: the episodes this timing was spread over (one unless `run_interleaved(previous=...)` went on with it):
+    #: {trials, elapsed_s, stop} each
+    episodes: list[dict] = field(default_factory=list)
 
     @property
     def trials(self) -> int:
         return len(self.orders)
 
     def paired(self, key: str, reference: str) -> Paired | None:
-        """`key`'s p50 over `reference`'s as the median over trials of the ratio of their block medians, with the
-        95% interval of that median; None when they share fewer than 2 trials."""
-        a, b = self.timings[key], self.timings[reference]
-        ratios = [
-            median(x) / median(y)
-            for x, y in zip(a.blocks, b.blocks, strict=False)
-            if x and y and median(y) > 0
-        ]
-        if len(ratios) < 2:
-            return None
-        return Paired(reference, median(ratios), p50_interval(ratios), len(ratios))
+        """`key`'s p50 over `reference`'s (harness.measure.interleave.paired_ratio)."""
+        return paired_ratio(self.timings[key], self.timings[reference])
 
     def section(self, key: str) -> dict:
         """The record's `timing` section for `key`: how it was timed and what ended the timing."""
@@ -150,12 +148,33 @@ class Interleaved:
             "block_s": self.policy.block_s,
             "stop": self.stop,
             "elapsed_s": round(self.elapsed_s, 3),
+            "episodes": [dict(e) for e in self.episodes],
             "quiesce": {
                 "waited_s": round(self.quiesce_s, 3),
                 "capped": self.quiesce_capped,
                 "cap_s": self.policy.quiesce.cap_s,
             },
         }
+
+
+def paired_ratio(a: Timing, ref: Timing) -> Paired | None:
+    """`a`'s p50 over `ref`'s as the median over trials of the ratio of their block medians, with the 95% interval
+    of that median; None when they share fewer than 2 trials."""
+    ratios = [
+        median(x) / median(y) for x, y in zip(a.blocks, ref.blocks, strict=False) if x and y and median(y) > 0
+    ]
+    if len(ratios) < 2:
+        return None
+    return Paired(ref.key, median(ratios), p50_interval(ratios), len(ratios))
+
+
+def _ratio_converged(t: Timing, ref: Timing, target: float) -> bool:
+    if t is ref:
+        return True
+    p = paired_ratio(t, ref)
+    return (
+        p is not None and p.ratio_ci is not None and (p.ratio_ci.hi - p.ratio_ci.lo) / 2 <= target * p.ratio
+    )
 
 
 def _converged(t: Timing, ci_target: float) -> bool:
@@ -167,7 +186,12 @@ def _converged(t: Timing, ci_target: float) -> bool:
 
 
 def _stop_reason(
-    alive: list[Timing], trials: int, elapsed_s: float, cap_s: float, p: RoundsPolicy
+    alive: list[Timing],
+    trials: int,
+    elapsed_s: float,
+    cap_s: float,
+    p: RoundsPolicy,
+    reference: Timing | None = None,
 ) -> str | None:
     """Why the timing ends after this trial, or None to go on."""
     if not alive:
@@ -179,7 +203,15 @@ def _stop_reason(
         return f"{p.max_rounds} rounds reached"
     if min(counts) < p.min_rounds or trials < p.min_trials:
         return None
-    if all(_converged(t, p.ci_target) for t in alive):
+    paired = reference is not None and reference.alive and len(alive) > 1
+    if all(_converged(t, p.ci_target) for t in alive) and (
+        not paired or all(_ratio_converged(t, reference, p.ratio_target) for t in alive)
+    ):
+        if paired:
+            return (
+                f"every p50 interval within +-{p.ci_target:.0%} and every paired ratio's within "
+                f"+-{p.ratio_target:.0%}"
+            )
         return f"every p50 interval within +-{p.ci_target:.0%}"
     if elapsed_s >= cap_s:
         return f"time cap reached ({cap_s:.1f} s: {p.max_time_s:g} s x {len(alive)} runners)"
@@ -207,25 +239,52 @@ def run_interleaved(
     clock: Callable[[], int] = time.perf_counter_ns,
     on_trial: Callable[[int], None] | None = None,
     idle: Callable[[], tuple[float, bool]] | None = None,
+    reference: str | None = None,
+    previous: Interleaved | None = None,
+    episode: tuple[int, int] = (1, 1),
 ) -> Interleaved:
     """Time `contestants` in shuffled alternating blocks until the policy's rounds suffice (or its cap).
 
     A runner whose call raises leaves the timing with its error (its rounds so far are kept); the others go on.
     `rng` shuffles the order of each trial (seeded by default, so a run is reproducible); `on_trial` is called
     after each trial (the drift canary's hook in tests); `idle` waits for idle threads before a block that follows
-    another runner's (default: the policy's quiesce).
+    another runner's (default: the policy's quiesce); `reference`: the key whose paired ratios must also be
+    narrow before the rounds suffice (None: the p50 intervals alone decide).
+
+    Episodes: the timing of a workload can be spread over the run, so that its trials sample machine states
+    minutes apart (a shared machine's contention slows runtimes unevenly, and a ratio measured within a few
+    seconds carries that moment's mix). `episode=(k, n)` with the timing of episodes 1..k-1 as `previous` goes on
+    with it: the minimum rounds and trials and the time cap are those of k/n of the policy, and the episode times
+    at least its share (1/n) of the minimum trials; the rules are judged on every round so far.
     """
     p = policy or RoundsPolicy()
     rng = rng or random.Random(0)
-    timings = {c.key: Timing(c.key, p.block_rounds(c.estimate_ms)) for c in contestants}
+    k, n_episodes = episode
+    if not 1 <= k <= n_episodes:
+        raise ValueError(f"episode {k} of {n_episodes}")
+    if previous is None:
+        timings = {c.key: Timing(c.key, p.block_rounds(c.estimate_ms)) for c in contestants}
+        orders: list[list[str]] = []
+        spent, waited, capped, episodes = 0.0, 0.0, 0, []
+    else:
+        timings, orders = previous.timings, previous.orders
+        spent, waited, capped = previous.elapsed_s, previous.quiesce_s, previous.quiesce_capped
+        episodes = previous.episodes
+    share = k / n_episodes
+    judged = replace(
+        p,
+        min_rounds=math.ceil(p.min_rounds * share),
+        min_trials=math.ceil(p.min_trials * share),
+        max_time_s=p.max_time_s * share,
+    )
+    own_trials = math.ceil(p.min_trials / n_episodes)
     by_key = {c.key: c for c in contestants}
-    cap_s = p.max_time_s * max(1, len(contestants))
+    cap_s = judged.max_time_s * max(1, len(contestants))
     idle = idle or (lambda: wait_idle(p.quiesce))
-    orders: list[list[str]] = []
-    t0 = time.perf_counter()
+    first_trial = len(orders)
+    t0 = time.perf_counter() - spent
     stop = None
-    previous: str | None = None
-    waited, capped = 0.0, 0
+    previous_key: str | None = None
     while stop is None:
         order = [c.key for c in contestants if timings[c.key].alive]
         rng.shuffle(order)
@@ -239,10 +298,10 @@ def run_interleaved(
                 n = min(n, p.fixed_rounds - len(t.samples))
                 if n <= 0:
                     continue
-            if key != previous:
+            if key != previous_key:
                 w, hit_cap = idle()
                 waited, capped = waited + w, capped + hit_cap
-            previous = key
+            previous_key = key
             try:
                 block = _block(by_key[key], t, n, clock)
             except Exception as e:  # one runner failing must not end the others' timing
@@ -254,8 +313,18 @@ def run_interleaved(
         if on_trial is not None:
             on_trial(len(orders))
         alive = [t for t in timings.values() if t.alive]
-        stop = _stop_reason(alive, len(orders), time.perf_counter() - t0, cap_s, p)
-    return Interleaved(timings, orders, stop, time.perf_counter() - t0, p, waited, capped)
+        ref = timings.get(reference) if reference is not None else None
+        stop = _stop_reason(alive, len(orders), time.perf_counter() - t0, cap_s, judged, ref)
+        if stop is not None and len(orders) - first_trial < own_trials and alive:
+            stop = None  # every episode times its share of the trials
+    if n_episodes > 1:
+        stop = f"episode {k} of {n_episodes}: {stop}"
+    elapsed = time.perf_counter() - t0
+    episodes = [
+        *episodes,
+        {"trials": len(orders) - first_trial, "elapsed_s": round(elapsed - spent, 3), "stop": stop},
+    ]
+    return Interleaved(timings, orders, stop, elapsed, p, waited, capped, episodes)
 
 
 def sequential(

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core import axes, run_id, threads
+from harness.core import allocator, axes, run_id, threads
 from harness.core.axes import SelectionError
 from harness.core.results_dir import unwritable_reason
 from harness.plan.matrix import PlannedCell, Selection, validate_backends
@@ -53,6 +53,7 @@ NUMBER_RULES = (
     NumberRule("export_workers", 1, strict=False, high=256),
     NumberRule("warmup", 0, strict=False),
     NumberRule("rounds", 1, strict=False),
+    NumberRule("timing_episodes", 1, strict=False, high=20),
     NumberRule("accuracy_images", 1, strict=False, high=100_000),
     NumberRule("seed", 0, strict=False, high=MAX_SEED),
     NumberRule("server_bound_ms", 0, strict=True, high=3_600_000),
@@ -100,6 +101,14 @@ def thread_budget(opt) -> tuple[int, str]:
         return threads.physical_cores(), threads.DEFAULT_SOURCE
     try:
         return threads.parse(opt("threads")), "--threads"
+    except ValueError as e:
+        raise SelectionError(str(e)) from None
+
+
+def malloc_policy(opt) -> str:
+    """--malloc (validated): the heap policy of the run's processes (harness.core.allocator)."""
+    try:
+        return allocator.parse(opt("malloc") or allocator.DEFAULT)
     except ValueError as e:
         raise SelectionError(str(e)) from None
 

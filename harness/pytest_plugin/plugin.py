@@ -14,7 +14,7 @@ from typing import NoReturn
 
 import pytest
 
-from harness.core import axes, envinfo, threads
+from harness.core import allocator, axes, envinfo, threads
 from harness.core.axes import SelectionError
 from harness.core.results_dir import SUPERSEDED_SUFFIX, RecordWriteError, recorded_cells
 from harness.execute.attempt import CellRunner, RunConfig, slowdown_factors
@@ -94,8 +94,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--max-time",
         type=float,
-        default=1.5,
-        help="seconds of timed rounds per cell at most, unless its 10 rounds take longer (default 1.5)",
+        default=3.0,
+        help="seconds of timed rounds per cell at most, unless its 10 rounds take longer (default 3)",
+    )
+    g.addoption(
+        "--timing-episodes",
+        type=int,
+        default=3,
+        help="spread each workload's timed rounds over this many episodes across the timing phase, so its trials "
+        "sample machine states minutes apart (default 3; 1: each workload timed in one go)",
     )
     g.addoption(
         "--export-workers",
@@ -123,6 +130,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--threads",
         help="CPU threads every CPU runtime (and export process) gets (default: the machine's physical cores)",
+    )
+    g.addoption(
+        "--malloc",
+        help="heap policy of the run's processes: retain (default: memory a call frees stays in the process for "
+        "the next call, as a caching allocator does) or system (the C library's defaults)",
     )
     g.addoption("--export-timeout", type=float, default=1200.0, help="seconds per export (default 1200)")
     g.addoption("--export-memory-gb", type=float, help="memory limit of each export process")
@@ -172,6 +184,7 @@ class BenchSession:
             warmup=opt("warmup"),
             rounds=opt("rounds"),
             max_time_s=opt("max_time"),
+            episodes=opt("timing_episodes"),
             export_workers=opt("export_workers") or threads.physical_cores(),
             canary=not opt("no_canary"),
             export_timeout_s=opt("export_timeout"),
@@ -209,6 +222,7 @@ class BenchSession:
         slowdown_factors()  # validate the testing knob up front
         corruptions()  # ... and the parity-check knob (a CorruptionError is a SelectionError: one usage error)
         self.threads, self.threads_source = options.thread_budget(opt)
+        self.malloc = options.malloc_policy(opt)
         self.run_id = options.the_run_id(opt)
         self.weights_dir = options.weights_dir(opt)
         self.data = options.dataset(opt)
@@ -225,6 +239,7 @@ class BenchSession:
         # One budget per run: this process's runtimes, and its export/probe subprocesses through the environment
         # (set before the weights check imports torch and ultralytics).
         threads.set_budget(self.threads)
+        allocator.set_policy(self.malloc)  # ... and one heap policy, recorded in env.json
         options.check_weights(self.planned, self.weights_dir, allow_unsafe=bool(opt("allow_unsafe_weights")))
 
     @property
@@ -393,6 +408,7 @@ def workload_records(session: BenchSession, planned: PlannedCell) -> list[dict]:
         session.prepared = True
         if not hasattr(session.config, "workerinput"):
             session.runner.prepare(cells)
+            session.runner.time_all(cells)
     key = timing_key(cell)
     mates = next((g for g in group(cells) if timing_key(g[0]) == key), [cell])
     if cell not in mates:

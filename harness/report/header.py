@@ -60,6 +60,7 @@ def run_header(idx: RunIndex, indexes: list[RunIndex]) -> RunHeader:
         ("CPU", str(run.env_value("host", "cpu_model"))),
         ("CPU cores", cores),
         ("CPU threads", _threads_line(run)),
+        ("heap policy", _allocator_line(run)),
         ("drift canary", _canary_line(run)),
         ("RAM", f"{run.env_value('host', 'ram_gb')} GB"),
     ]
@@ -102,6 +103,17 @@ def _threads_line(run) -> str:
     if budget == UNKNOWN:
         return f"budget not recorded ({source}){reported}" if source != UNKNOWN else "not recorded"
     return f"budget {budget} ({source}){reported}"
+
+
+def _allocator_line(run) -> str:
+    """The run's heap policy (env.json `allocator`, harness.core.allocator)."""
+    a = run.env.get("allocator")
+    if not isinstance(a, dict):
+        return "not recorded (a run from before --malloc: the C library's defaults)"
+    state = "applied" if a.get("applied") else "not applied"
+    return (
+        f"{a.get('policy') or UNKNOWN} ({state}: {a.get('reason') or UNKNOWN}; {a.get('library') or UNKNOWN})"
+    )
 
 
 def _canary_line(run) -> str:
