@@ -221,3 +221,36 @@ def test_paired_ratio_follows_a_slowdown_of_one_backend(tmp_path, cache_dir, mon
     assert 2.0 < ort_over_ov(slow) / ort_over_ov(plain) < 6.0
     lo, _ = slow[cells[0].id][0]["paired"]["others"][ov_id]["ratio_ci"]
     assert lo > 1.0  # stretched onnxruntime is slower than openvino beyond doubt
+
+
+def test_timing_phase_spreads_every_workload_over_episodes(tmp_path, cache_dir):
+    # two workloads loaded together, timed in three episodes each (one workload's episode, then the other's), then
+    # each goes on to its records: every episode timed its share, the canary was read around every episode
+    r = _runner(tmp_path, cache_dir, episodes=3, e2e=False, accuracy=False)
+    cells = [
+        Cell("n", "detect", "e2e", b, "cpu", s) for s in (SHAPE, Shape(192, 192)) for b in CPU_BACKENDS[:2]
+    ]
+    r.prepare(cells)
+    r.time_all(cells)
+    assert len(r.timed_workloads) == 2
+    recs = {}
+    for pair in (cells[:2], cells[2:]):
+        recs.update({k: v[0] for k, v in r.run_workload(pair).items()})
+    assert r.timed_workloads == {}
+    for rec in recs.values():
+        assert rec["status"] == "ok", rec["reason"]
+        timing = rec["timing"]
+        assert [e["stop"].split(":")[0] for e in timing["episodes"]] == [
+            f"episode {k} of 3" for k in (1, 2, 3)
+        ]
+        assert all(e["trials"] >= 4 for e in timing["episodes"])
+        assert timing["trials"] == sum(e["trials"] for e in timing["episodes"])
+        assert len(rec["samples_ms"]) == rec["latency_ms"]["rounds"] >= 10
+        assert len(rec["canary_ms"]["readings"]) == 6
+        assert rec["paired"]["trials"] == timing["trials"]
+    # the other way: one episode is the workload timed in one go
+    one = _runner(tmp_path, cache_dir, run_id="one", episodes=1, e2e=False, accuracy=False)
+    one.time_all(cells[:2])
+    assert one.timed_workloads == {}
+    rec = one.run_workload(cells[:2])[cells[0].id][0]
+    assert len(rec["timing"]["episodes"]) == 1 and not rec["timing"]["stop"].startswith("episode")

@@ -33,6 +33,9 @@ class RunConfig:
     #: (at least min_rounds) or max_time_s per cell is spent (harness.measure.interleave)
     rounds: int | None = None
     min_rounds: int = 10
+    #: trials at least (each backend's block in each): the paired ratios of yolo26m-x at 640, whose trials are one
+    #: round each, moved by up to 6.5% between two default runs with 12-13 trials
+    min_trials: int = 20
     ci_target: float = 0.02
     #: ... and every paired ratio's interval within +-ratio_target (harness.measure.interleave)
     ratio_target: float = 0.02
@@ -80,6 +83,7 @@ class RunConfig:
         """How many rounds each cell times, and in which blocks."""
         return RoundsPolicy(
             min_rounds=self.min_rounds,
+            min_trials=self.min_trials,
             ci_target=self.ci_target,
             ratio_target=self.ratio_target,
             max_time_s=self.max_time_s,
