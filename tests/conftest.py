@@ -16,6 +16,16 @@ def cache_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _run_heap_policy():
+    """The heap policy a run applies (harness.core.allocator), here too: the tests that time runners in this
+    process (CellRunner, pipelines) then measure as a run does, not with torch eager faulting its activations in."""
+    from harness.core import allocator
+
+    allocator.set_policy(allocator.DEFAULT)
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _shared_eval_dataset(tmp_path_factory):
     """One generated evaluation dataset (val and calib splits) for every run of the session, subprocesses too."""
     import os
