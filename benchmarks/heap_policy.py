@@ -94,7 +94,7 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=40.0)
     ap.add_argument("--cache-dir", default=".cache/yolo26-bench")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     found = sorted(
         Path(a.cache_dir).glob("exports/yolo26n-detect-e2e-onnxruntime-cpu-640x640-b1-fp32-*/*.onnx")
@@ -115,7 +115,6 @@ def main() -> int:
                 sys.executable,
                 __file__,
                 "--child",
-                policy,
                 "--seconds",
                 str(a.seconds),
                 "--cache-dir",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness import SCHEMA_VERSION, __version__
 from harness.backends.base import library_version
+from harness.core import allocator
 
 log = logging.getLogger(__name__)
 
@@ -130,13 +131,6 @@ def threads_info(budget: int | None = None, source: str | None = None) -> dict:
     }
 
 
-def allocator_info() -> dict:
-    """The heap policy this process applied (harness.core.allocator)."""
-    from harness.core import allocator
-
-    return allocator.info()
-
-
 def collect(
     run_id: str,
     started_at: str | None = None,
@@ -166,7 +160,7 @@ def collect(
             "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
         },
         "threads": threads_info(threads, threads_source),
-        "allocator": allocator_info(),
+        "allocator": allocator.info(),
         "gpu": gpus,
         "gpu_reason": gpu_reason,
         "cuda": None,

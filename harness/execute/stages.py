@@ -33,7 +33,7 @@ from harness.measure.base import Tracker, trackers_for
 from harness.measure.canary import around, merge
 from harness.measure.corrupt import CORRUPT_ENV, corrupt, corruptions
 from harness.measure.host_memory import MIB, release_memory
-from harness.measure.interleave import Contestant, Interleaved, run_interleaved
+from harness.measure.interleave import Contestant, Interleaved, episode_label, run_interleaved
 from harness.measure.parity import compare
 from harness.measure.timing import SLOWDOWN_ENV, TimedCall, loop_timer, stretched
 from harness.yolo.inputs import letterboxed
@@ -338,8 +338,8 @@ def time_together(
     right before and after; each state gets the timing and the canary readings. `reference`: the cell id whose
     paired ratios must be narrow too before the rounds suffice; `episode` (k, n): the k-th of n episodes, going on
     with the states' timing so far (harness.measure.interleave.run_interleaved)."""
-    k, n = episode
-    part = f" (episode {k} of {n})" if n > 1 else ""
+    k = episode[0]
+    part = f" ({episode_label(episode)})" if episode[1] > 1 else ""
     before = svc.read_canary(f"before {label}{part}")
     if k == 1:
         for s in states:

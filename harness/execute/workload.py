@@ -33,7 +33,7 @@ from harness.execute.stages import (
     timed_rounds,
 )
 from harness.execute.usecase import time_e2e_together
-from harness.measure.interleave import Interleaved
+from harness.measure.interleave import Interleaved, episode_label
 
 if TYPE_CHECKING:
     from harness.execute.attempt import CellRunner
@@ -195,7 +195,7 @@ def _time_together(
     """The interleaved timed rounds of the workload's loaded runners (harness.execute.stages.time_together); one
     episode of several goes on with the timing of the earlier ones."""
     names = ", ".join(s.cell.backend for s in ready)
-    part = f" (episode {episode[0]} of {episode[1]})" if episode[1] > 1 else ""
+    part = f" ({episode_label(episode)})" if episode[1] > 1 else ""
     svc.progress(f"{label}: timing {len(ready)} runner(s) interleaved ({names}){part}")
     reference = min(ready, key=_order).attempt.cell_id if len(ready) > 1 else None
     timed = time_together(svc, ready, label, reference, episode)

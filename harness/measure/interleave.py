@@ -157,6 +157,12 @@ class Interleaved:
         }
 
 
+def episode_label(episode: tuple[int, int]) -> str:
+    """ "episode k of n" for one episode of several; "" for a timing in one go."""
+    k, n = episode
+    return f"episode {k} of {n}" if n > 1 else ""
+
+
 def paired_ratio(a: Timing, ref: Timing) -> Paired | None:
     """`a`'s p50 over `ref`'s as the median over trials of the ratio of their block medians, with the 95% interval
     of that median; None when they share fewer than 2 trials."""
@@ -318,7 +324,7 @@ def run_interleaved(
         if stop is not None and len(orders) - first_trial < own_trials and alive:
             stop = None  # every episode times its share of the trials
     if n_episodes > 1:
-        stop = f"episode {k} of {n_episodes}: {stop}"
+        stop = f"{episode_label(episode)}: {stop}"
     elapsed = time.perf_counter() - t0
     episodes = [
         *episodes,

@@ -95,7 +95,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--max-time",
         type=float,
         default=3.0,
-        help="seconds of timed rounds per cell at most, unless its 10 rounds take longer (default 3)",
+        help="seconds of timed rounds per cell at most, unless its minimum (10 rounds, 20 trials) takes longer "
+        "(default 3)",
     )
     g.addoption(
         "--timing-episodes",
