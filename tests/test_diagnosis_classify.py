@@ -1,4 +1,8 @@
-"""The failure classifier on the real messages quoted in shared/seeds and on failures provoked here for real."""
+"""The failure classifier on the real messages quoted in the seed documents and on failures provoked here for real.
+
+The seed documents and the facts file are copied verbatim into tests/data/quoted/ (each file's first line says from
+where): a clone of this repository alone has everything these tests read.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,8 @@ import pytest
 from harness.diagnosis.classify import classify, failure_classes, load_patterns, parse_patterns
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-SEEDS = SHARED / "seeds"
+QUOTED = REPO / "tests" / "data" / "quoted"
+FACTS = QUOTED / "FACTS.md"
 
 
 def classify_exception(exc: BaseException, **kwargs) -> dict:
@@ -25,12 +29,15 @@ def classify_exception(exc: BaseException, **kwargs) -> dict:
 # -- the real messages quoted in the project's seed documents ----------------------------------------------------
 
 
+def _seed_files() -> list[Path]:
+    files = sorted(QUOTED.glob("seed_*.txt"))
+    assert files, f"no quoted seed documents (seed_*.txt) in {QUOTED}"
+    return files
+
+
 def _seed_text(prefix: str) -> str:
-    if not SEEDS.is_dir():
-        pytest.skip(f"shared seeds not present at {SEEDS}")
-    files = sorted(SEEDS.glob(f"{prefix}_*.txt"))
-    if not files:
-        pytest.skip(f"no seed {prefix}_*.txt in {SEEDS}")
+    files = [f for f in _seed_files() if f.name.startswith(f"seed_{prefix}_")]
+    assert files, f"no quoted seed document seed_{prefix}_*.txt in {QUOTED}"
     return files[0].read_text(encoding="utf-8")
 
 
@@ -97,11 +104,9 @@ def test_seed_guards_are_extracted(seed, needle):
 
 
 def test_every_error_quoted_in_the_seeds_is_recognised():
-    if not SEEDS.is_dir():
-        pytest.skip(f"shared seeds not present at {SEEDS}")
     blocks = [
         b
-        for f in sorted(SEEDS.glob("*.txt"))
+        for f in _seed_files()
         for b in re.findall(r"```[^\n]*\n(.*?)```", f.read_text(encoding="utf-8"), re.DOTALL)
         if re.search(r"^[\w.]+(Error|Exception)\b:", b, re.MULTILINE)
     ]
@@ -124,10 +129,8 @@ def test_every_error_quoted_in_the_seeds_is_recognised():
     ],
 )
 def test_facts_messages(needle, cls):
-    facts = SHARED / "FACTS.md"
-    if not facts.is_file():
-        pytest.skip(f"{facts} not present")
-    f = classify(quoted(facts.read_text(encoding="utf-8"), needle))
+    assert FACTS.is_file(), f"quoted facts file missing: {FACTS}"
+    f = classify(quoted(FACTS.read_text(encoding="utf-8"), needle))
     assert f["class"] == cls, f
     if "target:" in needle:
         assert f["ops"] == ["aten.index_put.default"]
