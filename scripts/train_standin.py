@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 import harness  # noqa: E402, F401  (sets the offline environment before ultralytics is imported)
 from harness.accuracy import dataset as ds  # noqa: E402
+from harness.accuracy.validator import torchvision_placeholder  # noqa: E402
 
 log = logging.getLogger("train_standin")
 
@@ -81,27 +82,12 @@ def _train_kwargs(a: argparse.Namespace, data: Path, project: Path) -> dict:
     }
 
 
-def _torchvision_placeholder() -> None:
-    """Let ultralytics' validator import torchvision where torchvision's compiled ops do not load.
-
-    The validator imports torchvision only to time its import apart; on this stack (torchvision 0.28 beside the CPU
-    build of torch 2.13) that import fails with `operator torchvision::nms does not exist`. When it does, a module
-    named torchvision whose `ops.nms` is ultralytics' own NMS (TorchNMS.nms, which matches torchvision's) stands in,
-    so the validator's NMS, which uses torchvision once it is imported, runs ultralytics' implementation.
-    """
-    import subprocess
-    import types
-
-    probe = [sys.executable, "-c", "import torch, torchvision.ops; torchvision.ops.nms"]
-    if subprocess.run(probe, capture_output=True).returncode == 0:
-        return
-    from ultralytics.utils.nms import TorchNMS
-
-    tv = types.ModuleType("torchvision")
-    tv.ops = types.SimpleNamespace(nms=TorchNMS.nms)
-    tv.__version__ = "0.0+placeholder"
-    sys.modules["torchvision"] = tv
-    log.info("torchvision does not load here: its NMS is ultralytics' TorchNMS for this script")
+#: what the metadata's val mAP figures are (written beside them)
+VAL_QUANTITY = (
+    "ultralytics YOLO(weights).val(data, imgsz, batch=16; square letterbox, val's default) on all val ima"
+    "ges of the generated dataset, end-to-end head (YOLO26's default, no NMS): the training run's own val"
+    "idation, not the harness's accuracy pass (the first 32 val images, batch 1)"
+)
 
 
 def _val(weights: Path, data: Path, imgsz: int) -> dict[str, float]:
@@ -124,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     a = _args(argv)
     threads = a.threads or torch.get_num_threads() or 1
-    _torchvision_placeholder()
+    torchvision_placeholder()
     with tempfile.TemporaryDirectory(prefix="standin-") as tmp:
         root = a.dataset_dir or Path(tmp) / "dataset"
         t0 = time.perf_counter()
@@ -173,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "ultralytics": __import__("ultralytics").__version__,
-        "val": {"split": "val", "images": a.val_images, "by_imgsz": val},
+        "val": {"split": "val", "images": a.val_images, "quantity": VAL_QUANTITY, "by_imgsz": val},
         "synthetic": True,
     }
     (a.out_dir / f"{STEM}.json").write_text(json.dumps(record, indent=1) + "\n")

@@ -3,7 +3,9 @@
 The images are letterboxed exactly as the timed input is (harness.yolo.inputs.letterbox_files), fed in batches of
 the cell's batch size to a callable that returns the model's outputs, and decoded per head: the end-to-end head's
 rows [B, K, 6] (x1, y1, x2, y2, score, class in letterboxed pixels) are taken as they are, the raw head
-[B, 4 + nc, anchors] goes through ultralytics' non_max_suppression (IoU 0.7, at most 300, as its validator runs).
+[B, 4 + nc, anchors] goes through ultralytics' non_max_suppression with the settings of its DetectionValidator
+(`VALIDATOR_NMS`: multi-label, confidence 0.001, IoU 0.7, at most 300 per image), so that a raw-head mAP is the
+figure `model.val()` reports; predictions use single-label NMS, the validator does not.
 Boxes are mapped back to each image's pixels with ultralytics' scale_boxes and scored against the labels the way
 ultralytics' DetectionValidator scores them (confidence floor 0.001, box_iou, greedy class-aware matching at the
 ten COCO IoU thresholds, ap_per_class: harness.accuracy.detection_ap).
@@ -29,6 +31,24 @@ DEFAULT_IMAGES = 32  # val images per cell (RunConfig.accuracy_images, --accurac
 CONF = 0.001  # ultralytics' validator's confidence floor for mAP
 NMS_IOU = 0.7
 MAX_DET = 300
+#: ultralytics' DetectionValidator.postprocess: non_max_suppression(preds, conf, iou, multi_label=True, max_det=...)
+#: with val's defaults (cfg/default.yaml: conf 0.001 for val, iou 0.7, max_det 300, agnostic_nms False)
+VALIDATOR_NMS = {
+    "conf_thres": CONF,
+    "iou_thres": NMS_IOU,
+    "multi_label": True,
+    "agnostic": False,
+    "max_det": MAX_DET,
+}
+
+
+def postprocess_description(head: str) -> str:
+    """What turned the head's outputs into scored detections (the record's `accuracy.postprocess`)."""
+    if head == "raw":
+        args = ", ".join(f"{k}={v}" for k, v in VALIDATOR_NMS.items())
+        return f"ultralytics.utils.nms.non_max_suppression({args}), as DetectionValidator runs it"
+    return f"end-to-end head rows as the model returns them (at most {MAX_DET}), scores above {CONF}"
+
 
 Infer = Callable[[np.ndarray], "np.ndarray | Sequence[np.ndarray]"]
 
@@ -85,9 +105,7 @@ def detections(out: np.ndarray, head: str, nc: int | None = None) -> np.ndarray:
     elif head == "raw":
         nc = nc if nc is not None else out.shape[0] - 4
         pred = torch.from_numpy(np.ascontiguousarray(out))[None]
-        rows = non_max_suppression(pred, conf_thres=CONF, iou_thres=NMS_IOU, nc=nc, max_det=MAX_DET)[
-            0
-        ].numpy()
+        rows = non_max_suppression(pred, nc=nc, **VALIDATOR_NMS)[0].numpy()
     else:
         raise ValueError(f"head must be 'e2e' or 'raw', not {head!r}")
     rows = rows[rows[:, 4] > CONF]
@@ -116,7 +134,7 @@ def evaluate(
     `infer` maps a float32 NCHW batch of `batch` letterboxed images (harness.yolo.inputs.letterbox_files at
     height x width) to the model's outputs (an array or a list whose first element is the detections). A short
     last batch is filled up with repeats of its first image, whose outputs are dropped. Returns
-    {map50_95, map50, images, dataset, source}.
+    {map50_95, map50, images, dataset, source, postprocess}.
     """
     import torch
     from ultralytics.utils.metrics import box_iou
@@ -153,6 +171,7 @@ def evaluate(
         "images": len(split),
         "dataset": split.dataset,
         "source": source or f"{head} head at {height}x{width}, batch {batch}",
+        "postprocess": postprocess_description(head),
     }
 
 
@@ -184,4 +203,5 @@ def accuracy_record(result: dict, reference: dict) -> dict:
         "ratio": None if not ref else result["map50_95"] / ref,
         "images": result["images"],
         "dataset": result["dataset"],
+        "postprocess": result.get("postprocess"),
     }
