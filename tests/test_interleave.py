@@ -1,36 +1,38 @@
-"""Interleaved timing (harness.measure.interleave) on injected runners whose speed is known: sleeps, so the figures
-hold on a loaded machine too (a sleep's length does not depend on how busy the CPU is)."""
+"""Interleaved timing (harness.measure.interleave) on injected runners whose speed is known. Their calls advance a
+fake clock instead of sleeping, and the timing reads that clock (rounds and time cap alike): the figures are exact on
+any machine, however loaded (a real sleep on a busy 2-core machine overshoots by milliseconds)."""
 
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
 from harness.core.record import Latency
 from harness.core.stats import median
 from harness.measure.interleave import Contestant, RoundsPolicy, run_interleaved, sequential
+from tests.fake_clock import FakeClock
 
 
 class Drift:
-    """The machine's speed: 1.0 at the start, growing linearly to `end` over `span_s` seconds, then flat."""
+    """The machine's speed on `clock`: 1.0 at the start, growing linearly to `end` over `span_s`, then flat."""
 
-    def __init__(self, end: float, span_s: float) -> None:
-        self.t0 = time.perf_counter()
+    def __init__(self, clock: FakeClock, end: float, span_s: float) -> None:
+        self.clock, self.t0 = clock, clock()
         self.end, self.span_s = end, span_s
 
     def factor(self) -> float:
-        frac = min(1.0, (time.perf_counter() - self.t0) / self.span_s)
+        frac = min(1.0, (self.clock() - self.t0) / 1e9 / self.span_s)
         return 1.0 + (self.end - 1.0) * frac
 
 
-def sleeper(base_ms: float, drift: Drift | None = None, jitter: float = 0.0, seed: int = 0):
+def sleeper(clock: FakeClock, base_ms: float, drift: Drift | None = None, jitter: float = 0.0, seed: int = 0):
+    """A runner whose call takes `base_ms` on `clock` (x the drift, x 1 +- a seeded jitter)."""
     rng = random.Random(seed)
 
     def call() -> None:
         f = drift.factor() if drift else 1.0
-        time.sleep(base_ms / 1000.0 * f * (1.0 + rng.uniform(-jitter, jitter)))
+        clock.advance(base_ms * f * (1.0 + rng.uniform(-jitter, jitter)))
 
     return call
 
@@ -38,14 +40,20 @@ def sleeper(base_ms: float, drift: Drift | None = None, jitter: float = 0.0, see
 def test_drift_interleaved_ratio_stays_right_while_sequential_p50s_do_not():
     # A (2 ms) and B (3 ms) on a machine that slows down 2x over the test: the true ratio B/A is 1.5 throughout.
     policy = RoundsPolicy(fixed_rounds=60, block_s=0.012, min_trials=10)
-    drift = Drift(end=2.0, span_s=0.3)
+    clock = FakeClock()
+    drift = Drift(clock, end=2.0, span_s=0.3)
     seq = sequential(
-        [Contestant("a", sleeper(2.0, drift), 2.0), Contestant("b", sleeper(3.0, drift), 3.0)], 60
+        [Contestant("a", sleeper(clock, 2.0, drift), 2.0), Contestant("b", sleeper(clock, 3.0, drift), 3.0)],
+        60,
+        clock=clock,
     )
     seq_ratio = median(seq["b"]) / median(seq["a"])
-    drift = Drift(end=2.0, span_s=0.3)
+    clock = FakeClock()
+    drift = Drift(clock, end=2.0, span_s=0.3)
     res = run_interleaved(
-        [Contestant("a", sleeper(2.0, drift), 2.0), Contestant("b", sleeper(3.0, drift), 3.0)], policy
+        [Contestant("a", sleeper(clock, 2.0, drift), 2.0), Contestant("b", sleeper(clock, 3.0, drift), 3.0)],
+        policy,
+        clock=clock,
     )
     paired = res.paired("b", "a")
     assert paired is not None and paired.reference == "a"
@@ -58,8 +66,11 @@ def test_drift_interleaved_ratio_stays_right_while_sequential_p50s_do_not():
 
 
 def test_each_trial_shuffles_the_order_and_gives_every_runner_one_block():
-    calls = [Contestant(k, sleeper(0.5), 0.5) for k in "abc"]
-    res = run_interleaved(calls, RoundsPolicy(fixed_rounds=20, block_s=0.001), rng=random.Random(3))
+    clock = FakeClock()
+    calls = [Contestant(k, sleeper(clock, 0.5), 0.5) for k in "abc"]
+    res = run_interleaved(
+        calls, RoundsPolicy(fixed_rounds=20, block_s=0.001), rng=random.Random(3), clock=clock
+    )
     assert all(sorted(o) == ["a", "b", "c"] for o in res.orders)
     assert len({tuple(o) for o in res.orders}) > 1  # not one fixed order
     assert all(len(t.samples) == 20 for t in res.timings.values())
@@ -67,7 +78,8 @@ def test_each_trial_shuffles_the_order_and_gives_every_runner_one_block():
 
 def test_rounds_stop_when_the_p50_interval_is_within_2_percent():
     steady = RoundsPolicy(block_s=0.01, max_time_s=10.0)
-    res = run_interleaved([Contestant("a", sleeper(1.0, jitter=0.005), 1.0)], steady)
+    clock = FakeClock()
+    res = run_interleaved([Contestant("a", sleeper(clock, 1.0, jitter=0.005), 1.0)], steady, clock=clock)
     assert res.stop == "every p50 interval within +-2%"
     lat = Latency.from_samples(res.timings["a"].samples, "model")
     assert (lat.p50_ci[1] - lat.p50_ci[0]) / 2 <= 0.02 * lat.p50
@@ -76,10 +88,11 @@ def test_rounds_stop_when_the_p50_interval_is_within_2_percent():
 
 def test_a_noisy_runner_stops_at_the_time_cap_but_never_below_the_minimum_rounds():
     noisy = RoundsPolicy(block_s=0.005, max_time_s=0.3, min_trials=3)
-    res = run_interleaved([Contestant("a", sleeper(1.0, jitter=0.9, seed=1), 1.0)], noisy)
+    clock = FakeClock()
+    res = run_interleaved([Contestant("a", sleeper(clock, 1.0, jitter=0.9, seed=1), 1.0)], noisy, clock=clock)
     assert res.stop.startswith("time cap reached")
     tiny_cap = RoundsPolicy(block_s=0.001, max_time_s=0.0001, min_trials=1)
-    res = run_interleaved([Contestant("slow", sleeper(5.0, jitter=0.9), 5.0)], tiny_cap)
+    res = run_interleaved([Contestant("slow", sleeper(clock, 5.0, jitter=0.9), 5.0)], tiny_cap, clock=clock)
     assert len(res.timings["slow"].samples) == 10  # at least 10 rounds always
 
 
@@ -118,9 +131,11 @@ def test_a_runner_that_fails_leaves_and_the_others_go_on():
         if n[0] > 3:
             raise RuntimeError("device lost")
 
+    clock = FakeClock()
     res = run_interleaved(
-        [Contestant("ok", sleeper(0.5), 0.5), Contestant("bad", breaks, 0.5)],
+        [Contestant("ok", sleeper(clock, 0.5), 0.5), Contestant("bad", breaks, 0.5)],
         RoundsPolicy(fixed_rounds=30, block_s=0.002),
+        clock=clock,
     )
     assert isinstance(res.timings["bad"].error, RuntimeError)
     assert len(res.timings["ok"].samples) == 30
@@ -128,27 +143,34 @@ def test_a_runner_that_fails_leaves_and_the_others_go_on():
 
 def test_block_hooks_bracket_every_block():
     events = []
+    clock = FakeClock()
     c = Contestant(
-        "a", sleeper(0.2), 0.2, resume=lambda: events.append("resume"), pause=lambda: events.append("pause")
+        "a",
+        sleeper(clock, 0.2),
+        0.2,
+        resume=lambda: events.append("resume"),
+        pause=lambda: events.append("pause"),
     )
-    res = run_interleaved([c], RoundsPolicy(fixed_rounds=12, block_s=0.0005))
+    res = run_interleaved([c], RoundsPolicy(fixed_rounds=12, block_s=0.0005), clock=clock)
     blocks = sum(1 for b in res.timings["a"].blocks if b)
     assert events == ["resume", "pause"] * blocks
 
 
 def test_rounds_suffice_only_when_the_paired_ratios_are_narrow_too():
     # the same two runners and p50 rule; only the paired ratio's bound differs, and the verdict with it
+    clock = FakeClock()
+
     def calls():
         return [
-            Contestant("a", sleeper(1.0, jitter=0.3, seed=1), 1.0),
-            Contestant("b", sleeper(1.5, jitter=0.3, seed=2), 1.5),
+            Contestant("a", sleeper(clock, 1.0, jitter=0.3, seed=1), 1.0),
+            Contestant("b", sleeper(clock, 1.5, jitter=0.3, seed=2), 1.5),
         ]
 
     loose = RoundsPolicy(block_s=0.005, max_time_s=0.6, ci_target=0.5, ratio_target=0.5)
-    res = run_interleaved(calls(), loose, reference="a")
+    res = run_interleaved(calls(), loose, reference="a", clock=clock)
     assert res.stop == "every p50 interval within +-50% and every paired ratio's within +-50%"
     tight = RoundsPolicy(block_s=0.005, max_time_s=0.6, ci_target=0.5, ratio_target=0.0001)
-    res = run_interleaved(calls(), tight, reference="a")
+    res = run_interleaved(calls(), tight, reference="a", clock=clock)
     assert res.stop.startswith("time cap reached")
     paired = res.paired("b", "a")
     assert (paired.ratio_ci.hi - paired.ratio_ci.lo) / 2 > 0.0001 * paired.ratio
@@ -158,12 +180,16 @@ def test_episodes_go_on_with_one_timing_and_each_times_its_share():
     # three episodes of one workload, with a pause between them: the rounds accumulate, every episode times at
     # least a third of the minimum trials, and the caps of episodes 1 and 2 are a third and two thirds of the cap
     policy = RoundsPolicy(block_s=0.005, max_time_s=0.15, min_trials=9, ci_target=1e-6)  # never converges
-    calls = [Contestant("a", sleeper(1.0), 1.0), Contestant("b", sleeper(2.0), 2.0)]
+    clock = FakeClock()
+    calls = [  # with a jitter: constant calls would give zero-width intervals, which converge at once
+        Contestant("a", sleeper(clock, 1.0, jitter=0.2, seed=1), 1.0),
+        Contestant("b", sleeper(clock, 2.0, jitter=0.2, seed=2), 2.0),
+    ]
     res = None
     for k in (1, 2, 3):
-        res = run_interleaved(calls, policy, reference="a", previous=res, episode=(k, 3))
+        res = run_interleaved(calls, policy, reference="a", previous=res, episode=(k, 3), clock=clock)
         assert res.stop.startswith(f"episode {k} of 3: ")
-        time.sleep(0.05)
+        clock.advance(50)  # other workloads' episodes in between: not this timing's time
     assert [e["trials"] >= 3 for e in res.episodes] == [True, True, True]
     assert res.trials == sum(e["trials"] for e in res.episodes) >= 9
     assert len(res.timings["a"].samples) >= 10 and "(0.1 s: 0.05 s x 2 runners)" in res.episodes[0]["stop"]
@@ -179,21 +205,22 @@ def test_episodes_sample_the_machine_states_between_them():
     # Timed in one go while the machine is quiet, every trial sees the quiet ratio; spread over an episode before
     # and one after the machine gets busy, the trials see both states.
     busy = {"on": False}
+    clock = FakeClock()
 
     def b_call() -> None:
-        time.sleep(0.002 * (1.6 if busy["on"] else 1.0))
+        clock.advance(2.0 * (1.6 if busy["on"] else 1.0))
 
     def trial_ratios(res) -> list[float]:
         a, b = res.timings["a"].blocks, res.timings["b"].blocks
         return [median(y) / median(x) for x, y in zip(a, b, strict=True) if x and y]
 
-    calls = [Contestant("a", sleeper(1.0), 1.0), Contestant("b", b_call, 2.0)]
+    calls = [Contestant("a", sleeper(clock, 1.0), 1.0), Contestant("b", b_call, 2.0)]
     policy = RoundsPolicy(block_s=0.006, max_time_s=0.2, min_trials=6)
-    one_go = trial_ratios(run_interleaved(calls, policy, reference="a"))
+    one_go = trial_ratios(run_interleaved(calls, policy, reference="a", clock=clock))
     res = None
     for k in (1, 2):
         busy["on"] = k == 2
-        res = run_interleaved(calls, policy, reference="a", previous=res, episode=(k, 2))
+        res = run_interleaved(calls, policy, reference="a", previous=res, episode=(k, 2), clock=clock)
     spread = trial_ratios(res)
     assert max(one_go) < 2.6, one_go  # quiet only (2.0; busy would be 3.2)
     assert min(spread) < 2.6 < max(spread), spread  # both states

@@ -72,6 +72,7 @@ def test_segfault_is_recorded_as_crashed_with_its_signal(tmp_path):
     assert_ok_export_still_works(tmp_path)
 
 
+@pytest.mark.timing
 def test_hang_is_killed_at_the_timeout(tmp_path):
     t0 = time.perf_counter()
     outcome = export("test-hang", tmp_path, timeout_s=3)

@@ -1,8 +1,12 @@
 import time
 
 import numpy as np
+import pytest
 
 from harness.measure.host_memory import MB, PeakProbe, Sampler, rss_probe
+
+# samplers run on a clock: run under load by scripts/flaky_check.sh
+pytestmark = pytest.mark.timing
 
 
 def test_rss_sampler_sees_a_real_allocation_peak():

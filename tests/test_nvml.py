@@ -224,6 +224,7 @@ def test_sampler_reports_peak_over_baseline_for_device_and_process():
     assert proc.baseline == GiB and proc.peak == 3 * GiB  # the other process's 8 GiB never counts
 
 
+@pytest.mark.timing
 def test_nvml_probes_sample_at_100_hz_or_more():
     h = device("00000000:3B:00.0", procs=[(PID, GiB)])
     s = Sampler(nvml_probes(h, PID, nvml=FakeNvml([h])))

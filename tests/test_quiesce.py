@@ -12,6 +12,9 @@ import pytest
 from harness.measure.interleave import Contestant, RoundsPolicy, run_interleaved
 from harness.measure.quiesce import Quiesce, wait_idle
 
+# waits are measured against real spinning threads: run under load by scripts/flaky_check.sh
+pytestmark = pytest.mark.timing
+
 
 def _spin_for(seconds: float) -> threading.Thread:
     """A thread that keeps a core busy for `seconds`, like a runtime's pool spinning after a run."""

@@ -204,6 +204,7 @@ def test_workload_with_a_failing_cell_keeps_the_others_and_pairs_only_ok_cells(
     assert good["timing"]["mode"] == "solo" and unexplained_nulls(good) == [] and unexplained_nulls(bad) == []
 
 
+@pytest.mark.timing
 def test_paired_ratio_follows_a_slowdown_of_one_backend(tmp_path, cache_dir, monkeypatch):
     # the verdict must move: the same workload with onnxruntime stretched 3x gives a ~3x larger paired ratio
     cells = [Cell("n", "detect", "e2e", b, "cpu", SHAPE) for b in ("onnxruntime", "openvino")]

@@ -252,7 +252,9 @@ def run_interleaved(
     """Time `contestants` in shuffled alternating blocks until the policy's rounds suffice (or its cap).
 
     A runner whose call raises leaves the timing with its error (its rounds so far are kept); the others go on.
-    `rng` shuffles the order of each trial (seeded by default, so a run is reproducible); `on_trial` is called
+    `clock` times the rounds and the time cap (nanoseconds; tests pass a fake one whose calls advance it, so their
+    figures do not depend on the machine's load). `rng` shuffles the order of each trial (seeded by default, so a
+    run is reproducible); `on_trial` is called
     after each trial (the drift canary's hook in tests); `idle` waits for idle threads before a block that follows
     another runner's (default: the policy's quiesce); `reference`: the key whose paired ratios must also be
     narrow before the rounds suffice (None: the p50 intervals alone decide).
@@ -288,7 +290,11 @@ def run_interleaved(
     cap_s = judged.max_time_s * max(1, len(contestants))
     idle = idle or (lambda: wait_idle(p.quiesce))
     first_trial = len(orders)
-    t0 = time.perf_counter() - spent
+    t0 = clock() - round(spent * 1e9)  # the time cap is read on the same clock as the rounds
+
+    def elapsed_s() -> float:
+        return (clock() - t0) / 1e9
+
     stop = None
     previous_key: str | None = None
     while stop is None:
@@ -320,12 +326,12 @@ def run_interleaved(
             on_trial(len(orders))
         alive = [t for t in timings.values() if t.alive]
         ref = timings.get(reference) if reference is not None else None
-        stop = _stop_reason(alive, len(orders), time.perf_counter() - t0, cap_s, judged, ref)
+        stop = _stop_reason(alive, len(orders), elapsed_s(), cap_s, judged, ref)
         if stop is not None and len(orders) - first_trial < own_trials and alive:
             stop = None  # every episode times its share of the trials
     if n_episodes > 1:
         stop = f"{episode_label(episode)}: {stop}"
-    elapsed = time.perf_counter() - t0
+    elapsed = elapsed_s()
     episodes = [
         *episodes,
         {"trials": len(orders) - first_trial, "elapsed_s": round(elapsed - spent, 3), "stop": stop},
