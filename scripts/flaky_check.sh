@@ -19,6 +19,8 @@ py=.venv/bin/python
   || { echo "ERROR: pytest-randomly is not installed (pip install -e '.[test]')" >&2; exit 2; }
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/flaky-check.XXXXXX")
+# one export cache for every pass: the exports are not what this checks, and each pass would repeat them
+export YOLO26_BENCH_TEST_CACHE="$out/cache"
 cores=$(nproc)
 load_max_s=${LOAD_MAX_S:-3600}
 pids=()

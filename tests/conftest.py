@@ -9,9 +9,20 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+#: an export cache kept across test sessions (scripts/flaky_check.sh sets it, so repeated passes export once)
+TEST_CACHE_ENV = "YOLO26_BENCH_TEST_CACHE"
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
-    """Export/checkpoint cache shared by every test of the session, so each real export happens once."""
+    """Export/checkpoint cache shared by every test of the session, so each real export happens once; with
+    $YOLO26_BENCH_TEST_CACHE, that directory, shared by sessions too."""
+    import os
+
+    if os.environ.get(TEST_CACHE_ENV):
+        path = Path(os.environ[TEST_CACHE_ENV])
+        path.mkdir(parents=True, exist_ok=True)
+        return path
     return tmp_path_factory.mktemp("bench-cache")
 
 
