@@ -133,6 +133,7 @@ def run_workload(svc: CellRunner, cells: list[Cell]) -> dict[str, list[dict]]:
     for s in states:
         rec = svc.finish(s)
         out[s.attempt.cell_id] = [rec, *svc.remedies(s.cell, rec)]
+    svc.check_stop()  # every cell of the workload recorded, then the run stops on a full disk
     return out
 
 

