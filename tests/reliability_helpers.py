@@ -27,15 +27,17 @@ def child_env(**extra: str) -> dict:
     return dict(os.environ, PYTHONPATH=path, **extra)
 
 
-def tmpfs_prefix(mount: Path, size: str) -> list[str] | None:
-    """A command prefix running `"$@"` with a `size` tmpfs mounted at `mount` in a private mount namespace; None
-    where this machine allows no such namespace (the caller skips, saying so)."""
+def tmpfs_prefix(mount: Path, size: str, after: str | None = None) -> list[str] | None:
+    """A command prefix running `"$@"` with a `size` tmpfs mounted at `mount` in a private mount namespace (then
+    the shell command `after`, while the tmpfs is still there); None where this machine allows no such namespace
+    (the caller skips, saying so)."""
     if shutil.which("unshare") is None:
         return None
     flags = ["-m"] if os.geteuid() == 0 else ["-r", "-m"]
     if subprocess.run(["unshare", *flags, "true"], capture_output=True).returncode != 0:
         return None
-    return ["unshare", *flags, "sh", "-c", f'mount -t tmpfs -o size={size} none "{mount}" && exec "$@"', "sh"]
+    run = f'"$@"; rc=$?; {after}; exit $rc' if after else 'exec "$@"'
+    return ["unshare", *flags, "sh", "-c", f'mount -t tmpfs -o size={size} none "{mount}" && {run}', "sh"]
 
 
 def suite(*args: str, env: dict | None = None, prefix: list[str] | None = None, timeout: int = 600):

@@ -23,6 +23,16 @@ log = logging.getLogger(__name__)
 
 #: seconds past the parent's timeout at which a worker ends itself (harness.execute.lifetime)
 WORKER_GRACE_S = 30.0
+#: process groups of the workers running now (each worker leads its own), so an interrupted run can end them
+_LIVE: set[int] = set()
+
+
+def kill_live_workers() -> None:
+    """SIGKILL every running worker's process group: the run is being interrupted (SIGTERM) and its threads
+    waiting on workers must return now rather than at the export timeout."""
+    for pgid in list(_LIVE):
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,7 @@ def run_child(
             )
             os.close(report_w)
             report_w = -1
+            _LIVE.add(proc.pid)
             try:
                 rc = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -150,6 +161,8 @@ def run_child(
                 with contextlib.suppress(OSError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 raise
+            finally:
+                _LIVE.discard(proc.pid)
         report = _read_report(report_r)
     finally:
         for fd in (report_r, report_w):

@@ -73,7 +73,7 @@ def main_import(argv: list[str] | None = None) -> int:
     for run_dir in args.results_dirs:
         try:
             for r in import_run_dir(db, run_dir):
-                print(f"{r.action}: {r.run_id} ({r.machine}, {r.cells} cells, series {r.series_id})")
+                print(r.describe())
         except HistoryError as e:
             log.error("%s", e)
             failed += 1

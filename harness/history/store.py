@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.core.results_dir import HistoryError, ImportRefused
+from harness.core.results_dir import HistoryError, ImportRefused, incomplete_note
 from harness.history.rundir import RunData, load_run_dir
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,20 @@ class ImportResult:
     series_id: str
     cells: int
     action: str
+    #: 'incomplete: N of M cells (why)' for a run that did not finish (env.json `incomplete`), else None
+    incomplete: str | None = None
+    #: cell ids the run recorded more than once (the last record of each was imported)
+    duplicates: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line: what the import did, with the run's warnings (incomplete, cells recorded twice)."""
+        line = f"{self.action}: {self.run_id} ({self.machine}, {self.cells} cells, series {self.series_id})"
+        if self.incomplete:
+            line += f"; {self.incomplete}"
+        if self.duplicates:
+            shown = ", ".join(self.duplicates[:3]) + (" ..." if len(self.duplicates) > 3 else "")
+            line += f"; {len(self.duplicates)} cell(s) recorded more than once ({shown}): kept the last record of each"
+        return line
 
 
 def default_db_path(results_dir: str | Path = DEFAULT_RESULTS_DIR) -> Path:
@@ -259,8 +273,9 @@ def _write_run(conn: sqlite3.Connection, run: RunData) -> ImportResult:
     row = conn.execute(
         "SELECT digest FROM runs WHERE run_id = ? AND machine = ?", (run.run_id, run.machine)
     ).fetchone()
+    notes = {"incomplete": incomplete_note(run.env), "duplicates": run.duplicates}
     if row is not None and row[0] == run.digest:
-        return ImportResult(run.run_id, run.machine, fp.series_id, len(run.records), "unchanged")
+        return ImportResult(run.run_id, run.machine, fp.series_id, len(run.records), "unchanged", **notes)
     conn.execute(
         "INSERT OR IGNORE INTO series (series_id, fingerprint, label) VALUES (?, ?, ?)",
         (fp.series_id, json.dumps(fp.to_dict(), sort_keys=True), fp.label),
@@ -289,7 +304,7 @@ def _write_run(conn: sqlite3.Connection, run: RunData) -> ImportResult:
         [_cell_row(run, rec) for rec in run.records],
     )
     action = "imported" if row is None else "replaced"
-    return ImportResult(run.run_id, run.machine, fp.series_id, len(run.records), action)
+    return ImportResult(run.run_id, run.machine, fp.series_id, len(run.records), action, **notes)
 
 
 def import_runs(
@@ -318,9 +333,7 @@ def import_runs(
     finally:
         conn.close()
     for r in results:
-        log.info(
-            "%s: run %s from %s (%d cells, series %s)", r.action, r.run_id, r.machine, r.cells, r.series_id
-        )
+        log.info("%s", r.describe())
     return results
 
 
