@@ -61,6 +61,7 @@ from tests.reliability_helpers import (
     alive,
     child_env,
     children,
+    gpu_cells,
     kill_quietly,
     request_payload,
     suite,
@@ -350,3 +351,132 @@ def test_p07_a_good_database_still_works(tmp_path):
     assert main_compare([str(_run(tmp_path, "box", 2)), "--db", str(db)]) == 0
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+
+
+# ---- 4. one run id, one writer ----------------------------------------------------------------------------------
+
+_CLAIMER = """
+import json, sys, time
+from harness.core.run_claim import RunClaimed, claim
+start = float(sys.argv[2])
+while time.time() < start:  # every contender starts its claim at the same moment
+    time.sleep(0.001)
+try:
+    c = claim(sys.argv[1])
+    print(json.dumps({"won": True}), flush=True)
+    time.sleep(float(sys.argv[3]))
+except RunClaimed as e:
+    print(json.dumps({"won": False, "error": str(e)}), flush=True)
+"""
+
+
+def test_p04_runs_started_together_on_one_id_one_wins_the_others_name_it(tmp_path):
+    script = tmp_path / "claim.py"
+    script.write_text(_CLAIMER)
+    start = time.time() + 3
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path / "results" / "same-id"), str(start), "3"],
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outs = [(p.pid, json.loads(p.communicate(timeout=60)[0].strip())) for p in procs]
+    winners = [pid for pid, o in outs if o["won"]]
+    assert len(winners) == 1, outs
+    for _, o in outs:
+        if not o["won"]:
+            assert f"being written by pid {winners[0]} on " in o["error"], o
+
+
+_HOLDER = """
+import sys, time
+from harness.core.run_claim import claim
+c = claim(sys.argv[1])
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_p04_a_second_run_on_a_held_id_is_refused_resume_or_not(tmp_path):
+    script = tmp_path / "hold.py"
+    script.write_text(_HOLDER)
+    holder = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "r")], env=child_env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for extra in ([], ["--resume"]):
+            p = suite(*gpu_cells(tmp_path, "r"), "--no-history", *extra)
+            assert p.returncode == 4, (p.stdout + p.stderr)[-3000:]
+            errors = [line for line in p.stderr.splitlines() if line.startswith("ERROR:")]
+            assert len(errors) == 1 and f"being written by pid {holder.pid} on " in errors[0], p.stderr
+        assert not (tmp_path / "r" / "cells.jsonl").exists(), "nothing recorded"
+    finally:
+        kill_quietly(holder.pid)
+        holder.wait(10)
+    # the other way: the holder is gone (the kernel dropped its lock), so the id is free
+    p = suite(*gpu_cells(tmp_path, "r"), "--no-history")
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert len(read_records(tmp_path / "r")) == 1
+
+
+def test_p04_import_says_so_when_a_run_holds_two_records_of_one_cell(tmp_path, capsys):
+    run = _run(tmp_path, "box", 1)
+    lines = (run / "cells.jsonl").read_text().splitlines()
+    (run / "cells.jsonl").write_text("\n".join([*lines, lines[0]]) + "\n")  # a second writer's record
+    assert main_import([str(run), "--db", str(tmp_path / "h.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert "1 cell(s) recorded more than once" in out and json.loads(lines[0])["cell_id"] in out, out
+    assert main_import([str(_run(tmp_path, "box", 2)), "--db", str(tmp_path / "h.sqlite")]) == 0
+    assert "recorded more than once" not in capsys.readouterr().out  # the other way
+
+
+# ---- 5. an interrupted run is marked incomplete -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_p05_an_interrupted_run_is_marked_incomplete_and_not_imported_as_whole(tmp_path, sig):
+    p = suite(
+        "-p",
+        "tests.interrupt_after",
+        *gpu_cells(tmp_path, "cut", "160,192"),
+        env=child_env(YOLO26_TEST_INTERRUPT=sig),
+    )
+    out = p.stdout + p.stderr
+    assert p.returncode == 2, out[-3000:]
+    env = json.loads((tmp_path / "cut" / "env.json").read_text())
+    assert env["incomplete"] == {
+        "reason": f"interrupted by {sig}",
+        "cells_recorded": 1,
+        "cells_planned": 2,
+    }, env
+    assert f"run cut is incomplete: 1 of 2 cells (interrupted by {sig})" in p.stdout, out[-3000:]
+    assert not (tmp_path / "history.sqlite").exists(), "the end-of-run import skipped it"
+    db = tmp_path / "h.sqlite"
+    imported = subprocess.run(
+        [sys.executable, "-m", "harness", "import", str(tmp_path / "cut"), "--db", str(db)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert imported.returncode == 0 and "incomplete: 1 of 2 cells" in imported.stdout, imported
+    cmp = subprocess.run(
+        [sys.executable, "-m", "harness", "compare", "cut", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert "this run is incomplete: 1 of 2 cells" in cmp.stdout, cmp.stdout + cmp.stderr
+
+
+def test_p05_a_run_that_ends_whole_carries_no_mark(tmp_path):
+    p = suite(*gpu_cells(tmp_path, "whole", "160,192"))
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert "incomplete" not in json.loads((tmp_path / "whole" / "env.json").read_text())
+    assert (tmp_path / "history.sqlite").exists(), "imported at the end of the run"
+    assert "incomplete" not in p.stdout
