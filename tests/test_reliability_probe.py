@@ -480,3 +480,23 @@ def test_p05_a_run_that_ends_whole_carries_no_mark(tmp_path):
     assert "incomplete" not in json.loads((tmp_path / "whole" / "env.json").read_text())
     assert (tmp_path / "history.sqlite").exists(), "imported at the end of the run"
     assert "incomplete" not in p.stdout
+
+
+def test_p04_p05_the_report_labels_a_run_that_is_not_whole(tmp_path):
+    from harness.report import render_report
+
+    whole = _run(tmp_path / "w", "box", 1)
+    cut = _run(tmp_path / "c", "box", 2)
+    env = json.loads((cut / "env.json").read_text())
+    env["incomplete"] = {"reason": "interrupted by SIGINT", "cells_recorded": 2, "cells_planned": 4}
+    (cut / "env.json").write_text(json.dumps(env))
+    lines = (cut / "cells.jsonl").read_text().splitlines()
+    (cut / "cells.jsonl").write_text("\n".join([*lines, lines[1]]) + "\n")
+    html = render_report([cut], tmp_path / "reports").read_text()
+    assert "is not whole:</strong>" in html
+    assert "incomplete: 2 of 4 cells (interrupted by SIGINT)" in html
+    assert "1 cell(s) recorded more than once" in html
+    md = (tmp_path / "reports" / "latest" / "summary.md").read_text()
+    assert "**not whole**: incomplete: 2 of 4 cells" in md
+    html = render_report([whole], tmp_path / "reports2").read_text()  # the other way
+    assert "is not whole" not in html
