@@ -500,3 +500,370 @@ def test_p04_p05_the_report_labels_a_run_that_is_not_whole(tmp_path):
     assert "**not whole**: incomplete: 2 of 4 cells" in md
     html = render_report([whole], tmp_path / "reports2").read_text()  # the other way
     assert "is not whole" not in html
+
+
+# =================================================================================================================
+# Probes 8-26: what the probe of be3597b found holding, kept holding.
+# =================================================================================================================
+
+
+def _lookup(cache: ExportCache, entry: Path):
+    with cache.locked(entry, 10):
+        return cache.lookup(entry, export_limits(None))
+
+
+def test_p08_a_truncated_cached_artifact_is_a_miss(tmp_path):
+    cache = ExportCache(tmp_path)
+    entry = _ok_entry(cache, "cell")
+    assert _lookup(cache, entry).outcome is not None  # the other way: whole, it is a hit
+    with open(entry / "model.onnx", "r+b") as f:
+        f.truncate(10)  # a copy cut short, a disk that lost blocks
+    found = _lookup(cache, entry)
+    assert found.outcome is None and "model.onnx content hash mismatch" in found.miss
+
+
+def test_p09_a_copied_cache_runs_its_own_artifacts(tmp_path):
+    import shutil
+
+    cache = ExportCache(tmp_path / "a")
+    entry = _ok_entry(cache, "cell")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    copy = ExportCache(tmp_path / "b")
+    hit = _lookup(copy, copy.entry_dir("cell", "0" * 64)).outcome
+    assert hit is not None and Path(hit.artifact).is_relative_to(tmp_path / "b"), hit
+    assert not Path(hit.artifact).is_relative_to(entry)
+
+
+def test_p10_a_killed_exports_debris_is_no_entry_and_is_removed(tmp_path):
+    cache = ExportCache(tmp_path)
+    entry = cache.entry_dir("cell", "1" * 64)
+    with cache.locked(entry, 10):
+        staging = cache.staging_dir(entry)
+        (staging / "half.onnx").write_bytes(b"\x08\x07")  # the export process was killed here
+    with cache.locked(entry, 10):  # the next holder of the lock
+        assert cache.lookup(entry, export_limits(None)).outcome is None
+    assert not entry.exists() and not staging.exists()
+
+
+_LOCK_HOLDER = """
+import sys, time
+from pathlib import Path
+from harness.execute.export_cache import ExportCache
+cache = ExportCache(Path(sys.argv[1]))
+with cache.locked(cache.entry_dir("cell", "2" * 64), 10):
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_p11_two_processes_sharing_a_cache_entry_take_turns(tmp_path):
+    from filelock import Timeout
+
+    script = tmp_path / "hold.py"
+    script.write_text(_LOCK_HOLDER)
+    other = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path), "4"], env=child_env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert other.stdout.readline().strip() == "locked"
+        cache = ExportCache(tmp_path)
+        waited = []
+        with (
+            pytest.raises(Timeout),
+            cache.locked(cache.entry_dir("cell", "2" * 64), 0.5, lambda: waited.append(1)),
+        ):
+            pass
+        assert waited == [1], "the waiter was told the entry is held"
+        t0 = time.monotonic()
+        with cache.locked(cache.entry_dir("cell", "2" * 64), 60):  # the other way: it gets it once released
+            assert time.monotonic() - t0 < 30
+    finally:
+        kill_quietly(other.pid)
+        other.wait(10)
+
+
+def _record(cell_id_suffix: str = "", status: str = "skipped") -> dict:
+    from harness.core.axes import Shape
+    from harness.core.cell import Cell
+    from harness.core.record import new_record
+
+    rec = new_record("r", Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(160, 160)), "unknown")
+    rec.update(status=status, reason="probe")
+    rec["cell_id"] += cell_id_suffix
+    return rec
+
+
+def test_p12_a_torn_last_line_is_moved_aside_never_glued_to(tmp_path):
+    from harness.core.results_dir import RecordWriter
+
+    RecordWriter(tmp_path).write(_record("-a"))
+    with open(tmp_path / "cells.jsonl", "ab") as f:
+        f.write(b'{"schema_version": 2, "cell_id": "yolo26n-det')
+    notes = []
+    RecordWriter(tmp_path, notify=notes.append).write(_record("-b"))
+    lines = (tmp_path / "cells.jsonl").read_text().splitlines()
+    assert [json.loads(line)["cell_id"][-2:] for line in lines] == ["-a", "-b"]
+    assert (
+        (tmp_path / "cells.jsonl.torn")
+        .read_bytes()
+        .startswith(b'{"schema_version": 2, "cell_id": "yolo26n-det')
+    )
+    assert len(notes) == 1 and "torn" in notes[0]
+
+
+_FILL_RECORDS = """
+import json, sys
+from pathlib import Path
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.core.record import new_record
+from harness.core.results_dir import RecordWriteError, RecordWriter, read_records
+run_dir = Path(sys.argv[1])
+w, n = RecordWriter(run_dir), 0
+try:
+    while n < 1000:
+        rec = new_record("r", Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(160, 160)), "unknown")
+        rec.update(status="skipped", reason="x" * 1500)
+        rec["cell_id"] += f"-{n}"
+        w.write(rec)
+        n += 1
+    print(json.dumps({"written": n, "error": None}))
+except RecordWriteError as e:
+    raw = (run_dir / "cells.jsonl").read_bytes()
+    whole = all(json.loads(line) for line in raw.splitlines())
+    print(json.dumps({"written": n, "error": str(e), "read_back": len(read_records(run_dir)), "whole": whole,
+                      "ends_in_newline": raw.endswith(b"\\n")}))
+"""
+
+
+def _on_tmpfs(tmp_path: Path, size: str, script_text: str) -> dict:
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    prefix = tmpfs_prefix(mount, size)
+    if prefix is None:
+        pytest.skip("no private mount namespace here (unshare): no small disk to fill")
+    script = tmp_path / "script.py"
+    script.write_text(script_text)
+    p = subprocess.run(
+        [*prefix, sys.executable, str(script), str(mount)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=300,
+    )
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_p13_p14_a_full_results_disk_stops_appends_with_every_record_intact(tmp_path):
+    out = _on_tmpfs(tmp_path, "32k", _FILL_RECORDS)
+    assert out["error"] and "No space left on device" in out["error"], out
+    assert f"the {out['written']} records already in cells.jsonl (intact)" in out["error"]
+    assert 0 < out["written"] == out["read_back"] and out["whole"] and out["ends_in_newline"], out
+
+
+def test_p14_a_full_results_disk_stops_a_suite_run_with_one_line(tmp_path):
+    from tests import test_records_survive
+
+    test_records_survive.test_full_results_disk_stops_the_run_with_one_line(tmp_path)
+
+
+_ENV_ON_FULL_DISK = """
+import json, sys
+from pathlib import Path
+from harness.core.results_dir import RecordWriteError, write_env
+d = Path(sys.argv[1])
+write_env(d, {"run_id": "r", "v": 1})
+i = 0
+try:
+    while True:
+        (d / f"fill-{i}").write_bytes(b"x" * 4096)
+        i += 1
+except OSError:
+    pass
+try:
+    write_env(d, {"run_id": "r", "v": 2, "pad": "y" * 20000})
+    err = None
+except RecordWriteError as e:
+    err = str(e)
+print(json.dumps({"error": err, "env": json.loads((d / "env.json").read_text()),
+                  "others": sorted(p.name for p in d.iterdir() if not p.name.startswith("fill-"))}))
+"""
+
+
+def test_p15_env_json_on_a_full_disk_stays_whole(tmp_path):
+    out = _on_tmpfs(tmp_path, "64k", _ENV_ON_FULL_DISK)
+    assert out["error"] and "No space left on device" in out["error"] and "env.json" in out["error"], out
+    assert out["env"] == {"run_id": "r", "v": 1} and out["others"] == ["env.json"], out
+
+
+@pytest.mark.parametrize("bad", ["../escaped", "a/b", ".."])
+def test_p16_a_run_id_that_escapes_the_results_dir_is_refused(tmp_path, bad):
+    args = gpu_cells(tmp_path / "res", "x")
+    args[args.index("--run-id") + 1] = bad
+    p = suite(*args, timeout=120)
+    assert p.returncode == 4, p.stdout + p.stderr
+    errors = [line for line in p.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "--run-id" in errors[0]
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "res").exists()
+
+
+class _Payload:
+    """Unpickling this creates `marker`: what a hostile .pt file could do with any code at all."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_p17_a_pickle_payload_given_as_weights_never_runs(tmp_path):
+    import torch
+
+    from harness.yolo.models import WeightsError, check_checkpoint
+
+    marker = tmp_path / "payload-ran"
+    pt = tmp_path / "yolo26n.pt"
+    torch.save({"model": _Payload(marker), "train_args": {}}, pt)
+    with pytest.raises(WeightsError, match="needs full unpickling"):
+        check_checkpoint(pt, allow_unsafe=False)
+    assert not marker.exists()
+    torch.load(pt, weights_only=False)  # the other way: unpickled in full, the file does run its code
+    assert marker.exists()
+
+
+def test_p18_no_telemetry_leaves_a_harness_process(tmp_path):
+    code = (
+        "import json, os, harness\n"
+        "try:\n    import openvino_telemetry\n    blocked = False\nexcept ImportError:\n    blocked = True\n"
+        "print(json.dumps({k: os.environ.get(k) for k in ('YOLO_OFFLINE', 'YOLO_AUTOINSTALL', "
+        "'ORT_DISABLE_TELEMETRY')} | {'blocked': blocked}))\n"
+    )
+    env = child_env(YOLO_OFFLINE="0", ORT_DISABLE_TELEMETRY="0")  # a user's values cannot turn them back on
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(p.stdout) == {
+        "YOLO_OFFLINE": "1",
+        "YOLO_AUTOINSTALL": "0",
+        "ORT_DISABLE_TELEMETRY": "1",
+        "blocked": True,
+    }, p.stderr
+
+
+def test_p19_a_nan_figure_is_null_with_a_reason_and_refused_at_import(tmp_path, caplog):
+    from harness.core.results_dir import RecordWriter
+
+    rec = _record("-nan", status="ok")
+    rec["latency_ms"] = {"p50": float("nan"), "timing_scope": "model"}
+    RecordWriter(tmp_path / "w").write(rec)
+    (written,) = read_records(tmp_path / "w")
+    assert written["status"] == "run_failed" and written["latency_ms"]["p50"] is None
+    assert "not finite" in written["null_reasons"]["latency_ms.p50"]
+    run = _run(tmp_path, "box", 1)
+    text = (run / "cells.jsonl").read_text().replace('"p50": ', '"p50": NaN, "was": ', 1)  # an edited file
+    (run / "cells.jsonl").write_text(text)
+    db = tmp_path / "h.sqlite"
+    assert main_import([str(run), "--db", str(db)]) == 2
+    assert not db.exists() and "non-finite" in caplog.text
+
+
+def test_p20_hostile_record_text_is_escaped_in_the_report(tmp_path):
+    from harness.report import render_report
+
+    run = _run(tmp_path, "box", 1)
+    recs = [json.loads(line) for line in (run / "cells.jsonl").read_text().splitlines()]
+    evil = '"><img src=x onerror=alert(1)><script>alert(2)</script>'
+    recs[0].update(
+        status="export_failed", reason=evil, failure={"class": "unknown", "stage": "export", "message": evil}
+    )
+    recs[0]["latency_ms"] = recs[0]["samples_ms"] = None
+    (run / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    html = render_report([run], tmp_path / "reports").read_text()
+    assert "<script>alert(2)</script>" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in html, "shown as text"
+
+
+def test_p21_a_record_of_an_unknown_schema_is_refused_and_the_database_unchanged(tmp_path):
+    db = tmp_path / "h.sqlite"
+    assert main_import([str(_run(tmp_path / "a", "box", 1)), "--db", str(db)]) == 0
+    before = db.read_bytes()
+    run = _run(tmp_path / "b", "box", 2)
+    recs = [json.loads(line) for line in (run / "cells.jsonl").read_text().splitlines()]
+    recs[1]["schema_version"] = 99
+    (run / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main_import([str(run), "--db", str(db)]) == 2
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+    assert len(db.read_bytes()) == len(before)
+
+
+def _isolated(backend: str, tmp_path: Path, timeout_s: float):
+    from harness.backends.base import ExportRequest
+    from harness.execute.isolate import run_export
+
+    req = ExportRequest(
+        backend=backend, device="cpu", checkpoint="unused.pt", size="n", task="detect", head="raw",
+        height=320, width=320, dynamic=False, batch=1, precision="fp32", out_dir=str(tmp_path / backend),
+    )  # fmt: skip
+    return run_export(req, tmp_path / f"{backend}.log", timeout_s, imports=("tests.fault_backends",))
+
+
+@pytest.fixture
+def _importable_tests(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
+
+
+def test_p22_a_hung_export_is_killed_at_its_timeout(tmp_path, _importable_tests):
+    o = _isolated("test-hang", tmp_path, 3)
+    assert o.status == "timeout" and "exceeded the 3 s timeout" in o.message
+    assert "killed after the 3 s timeout" in Path(o.log).read_text()
+
+
+def test_p23_a_segfaulting_export_is_recorded_and_the_next_runs(tmp_path, _importable_tests):
+    from harness.diagnosis.classify import classify
+
+    o = _isolated("test-segv", tmp_path, 60)
+    assert (o.status, o.signal) == ("crashed", "SIGSEGV")
+    assert classify(o.message, signal=o.signal, status=o.status)["class"] == "crash"
+    assert _isolated("test-ok", tmp_path, 60).status == "ok"  # the other way
+
+
+@pytest.mark.parametrize(("option", "value"), [("--export-timeout", "nan"), ("--rounds", "0")])
+def test_p24_an_out_of_range_option_is_one_error_line(tmp_path, option, value):
+    p = suite(*gpu_cells(tmp_path / "res", "x"), option, value, timeout=120)
+    assert p.returncode == 4, p.stdout + p.stderr
+    errors = [line for line in p.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and option in errors[0] and "out of range" in errors[0], p.stderr
+    assert not (tmp_path / "res").exists()
+
+
+def test_p25_an_existing_run_id_without_resume_is_refused(tmp_path):
+    assert suite(*gpu_cells(tmp_path, "r"), "--no-history").returncode == 0
+    before = (tmp_path / "r" / "cells.jsonl").read_bytes()
+    p = suite(*gpu_cells(tmp_path, "r"), "--no-history")
+    assert p.returncode == 4
+    errors = [line for line in p.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "already holds a run" in errors[0] and "--resume" in errors[0]
+    assert (tmp_path / "r" / "cells.jsonl").read_bytes() == before
+
+
+def test_p26_two_importers_at_once_leave_a_consistent_database(tmp_path):
+    db = tmp_path / "h.sqlite"
+    runs = [_run(tmp_path / str(i), f"box-{i}", i) for i in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "harness", "import", str(r), "--db", str(db)],
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in runs
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+        assert conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0] == 6
