@@ -614,9 +614,11 @@ def mark_run_end(session: BenchSession, exitstatus: int, tr) -> str | None:
     """Say in env.json whether the run ended whole: the `incomplete` mark written at its start is removed, or
     completed with why and how many cells it holds (interrupted by SIGINT or SIGTERM, stopped by a failed write).
     Returns the incomplete note, or None when the run ended normally."""
-    if session._runner is None:
-        return None
     run_dir = session.run_config.run_dir
+    # No env.json: the run never started. Under pytest-xdist the workers wrote it (this controller ran no cell):
+    # the controller, which outlives them, still says how the run ended.
+    if not (run_dir / "env.json").is_file():
+        return None
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.stopped)
     env: dict = {INCOMPLETE_KEY: {"reason": "interrupted"}} if interrupted else {}
     try:
@@ -627,7 +629,7 @@ def mark_run_end(session: BenchSession, exitstatus: int, tr) -> str | None:
                 if session.stopped
                 else f"interrupted by {_INTERRUPTED_BY[-1] if _INTERRUPTED_BY else 'SIGINT'}"
             )
-            planned = session.planned_ids()
+            planned = session.planned_ids() or {p.cell.id for p in session.planned}  # xdist: none collected here
             env[INCOMPLETE_KEY] = {
                 "reason": why[:300],
                 "cells_recorded": len(planned & set(recorded_cells(run_dir))),
