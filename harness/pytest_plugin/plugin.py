@@ -629,7 +629,9 @@ def mark_run_end(session: BenchSession, exitstatus: int, tr) -> str | None:
                 if session.stopped
                 else f"interrupted by {_INTERRUPTED_BY[-1] if _INTERRUPTED_BY else 'SIGINT'}"
             )
-            planned = session.planned_ids() or {p.cell.id for p in session.planned}  # xdist: none collected here
+            planned = session.planned_ids() or {
+                p.cell.id for p in session.planned
+            }  # xdist: none collected here
             env[INCOMPLETE_KEY] = {
                 "reason": why[:300],
                 "cells_recorded": len(planned & set(recorded_cells(run_dir))),
