@@ -203,12 +203,15 @@ def test_unsupported_operators_are_named():
 def test_process_endings_decide_before_text():
     segv = classify("export process killed by SIGSEGV", signal="SIGSEGV", status="crashed")
     assert (segv["class"], segv["signal"]) == ("crash", "SIGSEGV")
-    assert (
-        classify(
-            "killed by SIGKILL (out of memory or killed externally)", signal="SIGKILL", status="crashed"
-        )["class"]
-        == "out_of_memory"
+    # A SIGKILL is out of memory only when the kernel's OOM record says so (harness.diagnosis.kernel_oom).
+    oom = (
+        "export process killed by SIGKILL: the kernel's OOM killer ended it (Out of memory: Killed process 7)"
     )
+    assert classify(oom, signal="SIGKILL", status="crashed")["class"] == "out_of_memory"
+    outside = "export process killed by SIGKILL from outside (the kernel log records no out-of-memory kill of pid 7)"
+    assert classify(outside, signal="SIGKILL", status="crashed")["class"] == "killed"
+    unread = "export process killed by signal 9 (SIGKILL); the kernel log (dmesg) could not be read, so ..."
+    assert classify(unread, signal="SIGKILL", status="crashed")["class"] == "killed"
     assert classify("export exceeded the 3 s timeout", status="timeout")["class"] == "timeout"
     assert (
         classify("export process exited with status 1 without a result", status="crashed")["class"] == "crash"

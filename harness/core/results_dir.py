@@ -272,6 +272,33 @@ def write_env(run_dir: Path, env: dict) -> Path:
     return path
 
 
+#: env.json's key marking a run that did not finish: {"reason", "cells_recorded", "cells_planned"}; absent (or
+#: null) in a run that ended normally (and in runs written before the key existed)
+INCOMPLETE_KEY = "incomplete"
+
+
+def incomplete_note(env: dict) -> str | None:
+    """'incomplete: N of M cells (why)' for a run env.json marks as not finished, else None."""
+    mark = env.get(INCOMPLETE_KEY) if isinstance(env, dict) else None
+    if not mark:
+        return None
+    if not isinstance(mark, dict):
+        return "incomplete"
+    n, m = mark.get("cells_recorded"), mark.get("cells_planned")
+    counts = f"{n} of {m} cells" if isinstance(n, int) and isinstance(m, int) else "cells missing"
+    return f"incomplete: {counts}" + (f" ({mark['reason']})" if mark.get("reason") else "")
+
+
+def duplicate_cells(records: list[dict]) -> list[str]:
+    """Cell ids recorded more than once in one run (two writers on one run id, or an edited file)."""
+    seen: dict[str, int] = {}
+    for r in records:
+        cid = r.get("cell_id")
+        if cid:
+            seen[str(cid)] = seen.get(str(cid), 0) + 1
+    return sorted(c for c, n in seen.items() if n > 1)
+
+
 def recorded_cells(run_dir: Path) -> dict[str, str]:
     """Cell id -> status of every cell's own record (not remedy attempts) in run_dir/cells.jsonl; the last record
     wins when a cell was recorded twice. Empty when there is no cells.jsonl."""
@@ -483,6 +510,7 @@ def _split_merged(run_dir: Path, run_id: str, env: dict, records: list[dict]) ->
 __all__ = [
     "CELLS_FILE",
     "ENV_FILE",
+    "INCOMPLETE_KEY",
     "MACHINES_KEY",
     "MACHINE_FIELD",
     "SOURCE_RUN_FIELD",
@@ -495,6 +523,8 @@ __all__ = [
     "RecordWriter",
     "Run",
     "dig",
+    "duplicate_cells",
+    "incomplete_note",
     "is_results_dir",
     "load_run",
     "merged_machines",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import shutil
 import threading
 import time
 import traceback
@@ -30,9 +31,17 @@ from harness.core.cell import Cell
 from harness.core.null_reasons import fill_null_reasons
 from harness.core.record import FAILED_STATUSES, new_record, set_null
 from harness.core.threads import set_budget
-from harness.diagnosis.failure import failure_from_exception
+from harness.diagnosis.failure import failure_from_exception, first_line
 from harness.execute.config import RunConfig
-from harness.execute.export_cache import ExportCache, Lookup, cache_key, export_limits, not_replayable
+from harness.execute.export_cache import (
+    CacheFullError,
+    ExportCache,
+    Lookup,
+    cache_key,
+    disk_full,
+    export_limits,
+    not_replayable,
+)
 from harness.execute.isolate import ExportOutcome, run_export
 from harness.execute.ladder import climb
 from harness.execute.memory_cache import MemoryCache
@@ -93,6 +102,8 @@ class CellRunner:
         self.prepared: dict[str, AttemptState] = {}  # attempts the export phase took up to their load
         #: workloads the timing phase loaded and timed: label -> (their attempts, the ready ones)
         self.timed_workloads: dict[str, tuple[list[AttemptState], list[AttemptState]]] = {}
+        #: why the run must stop after the records in hand are written (an export met a full disk)
+        self.stop_reason: str | None = None
 
     # -- public -------------------------------------------------------------------------------------------------
     def run_cell(self, cell: Cell, skip_reason: str | None = None) -> dict:
@@ -120,6 +131,16 @@ class CellRunner:
         from harness.execute.workload import prepare_all
 
         self.prepared.update(prepare_all(self, cells, self.config.export_workers))
+        if self.stop_reason:  # a full disk: record the cells whose export failed on it, then stop
+            for cell_id, s in list(self.prepared.items()):
+                if s.rec.get("status") in FAILED_STATUSES:
+                    self.finish(self.prepared.pop(cell_id))
+            self.check_stop()
+
+    def check_stop(self) -> None:
+        """Raise CacheFullError when an export met a full disk: the run stops (its records so far are written)."""
+        if self.stop_reason:
+            raise CacheFullError(self.stop_reason)
 
     def time_all(self, cells: list[Cell]) -> None:
         """The timing phase: every workload of `cells` loaded and timed interleaved, spread over
@@ -132,7 +153,7 @@ class CellRunner:
 
     def remedies(self, cell: Cell, rec: dict) -> list[dict]:
         """The remedy attempts of a cell whose attempt failed (harness.execute.ladder), each timed alone."""
-        if rec["status"] not in FAILED_STATUSES or not self.config.remedies:
+        if rec["status"] not in FAILED_STATUSES or not self.config.remedies or self.stop_reason:
             return []
 
         def try_remedy(a: Attempt) -> tuple[list[dict], bool]:
@@ -169,7 +190,9 @@ class CellRunner:
             run_stages(self, s)
         except Exception as e:  # a harness bug in one cell must not lose the run
             self.crashed(s, e)
-        return self.finish(s)
+        rec = self.finish(s)
+        self.check_stop()
+        return rec
 
     def state(self, a: Attempt) -> AttemptState:
         rec = new_record(self.config.run_id, a.cell, weights="unknown")
@@ -355,7 +378,16 @@ class CellRunner:
         staging = self.cache.staging_dir(entry)
         data = self.dataset_yaml() if cell.precision == "int8" else None
         req = ExportRequest.for_cell(cell, mat.checkpoint, staging, options, side, calibration=data)
-        outcome = run_export(req, log_path, self.config.export_timeout_s, self.config.export_memory_gb)
+        try:
+            outcome = run_export(req, log_path, self.config.export_timeout_s, self.config.export_memory_gb)
+        except BaseException:  # nothing of a failed or interrupted export stays behind in the cache
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        if disk_full(outcome):
+            self.stop_reason = (
+                f"the export of {cell.id} ran out of disk space ({first_line(outcome.message)}); free space "
+                f"on that disk (the export cache is {self.cache.root}) and run again"
+            )
         outcome = replace(
             outcome,
             exported_by_run=self.config.run_id,
@@ -410,7 +442,9 @@ class CellRunner:
         s = self.state(a)
         try:
             if not (plan(self, s) and export(self, s)):
-                return [self.finish(s)]
+                rec = self.finish(s)
+                self.check_stop()
+                return [rec]
         except Exception as e:
             self.crashed(s, e)
             return [self.finish(s)]

@@ -12,7 +12,9 @@ Why an entry can be trusted:
   of an artifact directory, and anything the export wrote beside it such as ExecuTorch .ptd data). A missing or
   changed file makes the entry a miss, with the reason, and the caller re-exports.
 - Self-contained: the artifact path is stored relative to the entry, so a copied cache directory runs its own
-  artifacts, never the original's.
+  artifacts, never the original's. Every path meta.json names must resolve inside the entry, checked on read as on
+  write: an absolute path or `../` (a crafted or damaged meta.json) makes the entry a miss, never a file outside
+  the cache handed to the run.
 - One writer: each entry has a lock file (exports/.locks/, the maintained `filelock` library), held while an entry
   is looked up, exported and stored; two runs (or two shards) sharing a cache export each artifact once, and the
   second waits and then finds the entry.
@@ -43,6 +45,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from harness.backends.base import library_version
+from harness.core.results_dir import RecordWriteError
 from harness.execute.isolate import ExportOutcome
 
 log = logging.getLogger(__name__)
@@ -73,11 +76,24 @@ _BOOKKEEPING = re.compile(r"^[\w.-]+-(request|result)\.json$")
 #: outcome fields that describe the cache entry, not the export: never stored in meta.json's `outcome`
 _ENTRY_FIELDS = ("cache_entry", "content_sha256", "cache_note", "fresh_failure")
 #: failure classes that depend on the machine or the moment, not on the model and the exporter
-_TRANSIENT_CLASSES = ("out_of_memory", "timeout", "crash")
+_TRANSIENT_CLASSES = ("out_of_memory", "killed", "environment", "timeout", "crash")
 _IO_ERROR_TEXT = re.compile(
     r"\[Errno \d+\]|No such file or directory|No space left on device|Permission denied|Stale file handle"
     r"|Input/output error|Disk quota exceeded|Read-only file system"
 )
+
+
+_DISK_FULL = re.compile(r"No space left on device|\[Errno 28\]|Disk quota exceeded")
+
+
+class CacheFullError(RecordWriteError):
+    """An export failed for lack of disk space: every further export would fail the same way, so the run stops
+    with one line, as it does when a record cannot be written (the failed cell's record is written first)."""
+
+
+def disk_full(outcome: ExportOutcome) -> bool:
+    """Whether an export (or probe) failed because a disk it wrote to is full."""
+    return outcome.status != "ok" and bool(_DISK_FULL.search(outcome.message or ""))
 
 
 @functools.lru_cache(maxsize=64)
@@ -209,6 +225,9 @@ class ExportCache:
             files = dict(meta["files"])
         except (OSError, ValueError, TypeError, KeyError) as e:
             return Lookup(miss=f"an unreadable meta.json ({type(e).__name__}: {e})")
+        outside = _outside(entry, [*files, *([stored["artifact"]] if stored.get("artifact") else [])])
+        if outside:
+            return Lookup(miss=f"an entry naming a path outside itself ({outside})")
         if stored.get("status") != "ok" and meta.get("limits") != limits:
             return Lookup(
                 miss=f"an {stored.get('status')} under other limits ({meta.get('limits')}, now {limits})"
@@ -317,6 +336,19 @@ def _relative_artifact(artifact: str | None, staging: Path) -> str | None:
         return Path(artifact).resolve().relative_to(staging.resolve()).as_posix()
     except ValueError:
         return None
+
+
+def _outside(entry: Path, paths: list) -> str | None:
+    """The first of `paths` (as meta.json names them, relative to the entry) that does not resolve inside the
+    entry (an absolute path, `../`, a link out), or None. Checked on every read, as `store` checks on write: a
+    crafted or damaged meta.json must never hand a file outside the cache entry to the run as its artifact."""
+    root = entry.resolve()
+    for rel in paths:
+        if not isinstance(rel, str) or not rel or Path(rel).is_absolute():
+            return repr(rel)
+        if not (root / rel).resolve().is_relative_to(root):
+            return repr(rel)
+    return None
 
 
 def _verify(entry: Path, files: dict[str, str]) -> str | None:

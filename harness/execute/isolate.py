@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -14,8 +15,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.backends.base import ExportRequest
+from harness.diagnosis.kernel_oom import sigkill_detail
+from harness.execute.lifetime import PARENT_ENV
+from harness.execute.worker import REPORT_FD_ENV, os_error_line
 
 log = logging.getLogger(__name__)
+
+#: seconds past the parent's timeout at which a worker ends itself (harness.execute.lifetime)
+WORKER_GRACE_S = 30.0
+#: process groups of the workers running now (each worker leads its own), so an interrupted run can end them
+_LIVE: set[int] = set()
+
+
+def kill_live_workers() -> None:
+    """SIGKILL every running worker's process group: the run is being interrupted (SIGTERM) and its threads
+    waiting on workers must return now rather than at the export timeout."""
+    for pgid in list(_LIVE):
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -43,6 +60,30 @@ class ExportOutcome:
     fresh_failure: dict | None = None  # a fresh export of this content failed to load or run: {stage, reason}
 
 
+def _read_report(fd: int) -> str | None:
+    """The worker's one-line report, if it wrote one (read without blocking: a grandchild may hold the pipe)."""
+    os.set_blocking(fd, False)
+    try:
+        data = os.read(fd, 65536)
+    except BlockingIOError:
+        return None
+    text = data.decode("utf-8", "replace").strip()
+    return text.splitlines()[-1] if text else None
+
+
+def _read_result(path: Path) -> tuple[dict | None, str | None]:
+    """The worker's result, or (None, why it could not be read)."""
+    if not path.exists():
+        return None, None
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return None, f"its result file {path} is unreadable: {type(e).__name__}: {e}"
+    if not isinstance(result, dict) or "status" not in result:
+        return None, f"its result file {path} is not a result"
+    return result, None
+
+
 def _limit_memory(limit_bytes: int | None):
     def apply() -> None:
         if limit_bytes:
@@ -67,46 +108,87 @@ def run_child(
     req_path = work_dir / f"{name}-request.json"
     result_path = work_dir / f"{name}-result.json"
     result_path.unlink(missing_ok=True)
-    req_path.write_text(json.dumps(payload, default=str))
+    # The worker enforces its own limit too (harness.execute.lifetime), a little after ours: it holds when this
+    # process can no longer wait (killed), and ours normally ends the worker first and records a timeout.
+    payload = {**payload, "time_limit_s": timeout_s + WORKER_GRACE_S}
+    try:
+        req_path.write_text(json.dumps(payload, default=str))
+    except OSError as e:  # a full disk before the worker even starts: the OS error, not a harness crash
+        req_path.unlink(missing_ok=True)
+        msg = os_error_line(f"write the {name} request to", work_dir, e)
+        return ExportOutcome(failed_status, None, message=msg, exception_type="builtins.OSError", wall_s=0.0)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    report_r, report_w = os.pipe()  # the worker's one-line report when it cannot write its result
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env[PARENT_ENV] = str(os.getpid())
+    env[REPORT_FD_ENV] = str(report_w)
     # Exports and probes run side by side in the export phase (harness.execute.workload.prepare_all): OpenMP
     # threads that spin-wait at their barriers would burn the cores the other process needs (nothing is timed in
     # these processes, so waiting passively costs nothing measured).
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     t0 = time.perf_counter()
-    with open(log_path, "ab") as logf:
-        logf.write(f"=== {name} in an isolated process ({work_dir})\n".encode())
-        logf.flush()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.execute.worker", str(req_path), str(result_path)],
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,  # its own process group: a timeout kills its compiler children too
-            preexec_fn=_limit_memory(int(memory_limit_gb * 2**30) if memory_limit_gb else None),
-        )
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            logf.write(f"\n=== killed after the {timeout_s:.0f} s timeout\n".encode())
-            return ExportOutcome(
-                "timeout",
-                None,
-                message=f"{name} exceeded the {timeout_s:.0f} s timeout",
-                wall_s=time.perf_counter() - t0,
-                log=str(log_path),
+    try:
+        with open(log_path, "ab") as logf:
+            logf.write(f"=== {name} in an isolated process ({work_dir})\n".encode())
+            logf.flush()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.execute.worker", str(req_path), str(result_path)],
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                pass_fds=(report_w,),
+                start_new_session=True,  # its own process group: a timeout kills its compiler children too
+                preexec_fn=_limit_memory(int(memory_limit_gb * 2**30) if memory_limit_gb else None),
             )
+            os.close(report_w)
+            report_w = -1
+            _LIVE.add(proc.pid)
+            try:
+                rc = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                logf.write(f"\n=== killed after the {timeout_s:.0f} s timeout\n".encode())
+                return ExportOutcome(
+                    "timeout",
+                    None,
+                    message=f"{name} exceeded the {timeout_s:.0f} s timeout",
+                    wall_s=time.perf_counter() - t0,
+                    log=str(log_path),
+                )
+            except BaseException:  # interrupted (Ctrl-C) while waiting: the worker ends with this run
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                raise
+            finally:
+                _LIVE.discard(proc.pid)
+        report = _read_report(report_r)
+    finally:
+        for fd in (report_r, report_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
     wall = time.perf_counter() - t0
-    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    result, unreadable = _read_result(result_path)
+    if result is None and report:
+        # The worker ran but could not write its result (a full disk): the OS error, not a harness crash.
+        return ExportOutcome(
+            failed_status,
+            None,
+            message=report,
+            exception_type="builtins.OSError",
+            wall_s=wall,
+            log=str(log_path),
+        )
     if rc < 0 or result is None:
         sig = signal.Signals(-rc).name if rc < 0 else None
-        detail = f"killed by {sig}" if sig else f"exited with status {rc} without a result"
         if sig == "SIGKILL":
-            detail += " (out of memory or killed externally)"
+            detail = sigkill_detail(proc.pid)
+        elif sig:
+            detail = f"killed by {sig}"
+        else:
+            detail = f"exited with status {rc} without a result" + (f" ({unreadable})" if unreadable else "")
         return ExportOutcome(
             "crashed", None, message=f"{name} process {detail}", signal=sig, wall_s=wall, log=str(log_path)
         )

@@ -2,19 +2,72 @@
 
 Two modes. `export` (default) runs one backend export. `probe` loads a fresh artifact and runs it once at one
 shape, so that a runtime that aborts or segfaults on an artifact takes down this process, not the run. Either
-writes RESULT.json beside the request. A crash, hang or out-of-memory kill of this process is observed by the
-parent (harness.execute.isolate) and recorded.
+writes RESULT.json beside the request (whole or not at all). A crash, hang or out-of-memory kill of this process is
+observed by the parent (harness.execute.isolate) and recorded.
+
+The worker ends with its parent and at its own time limit (`time_limit_s` in the request; harness.execute.lifetime).
+A result it cannot write (a full disk) is reported, as one line naming the OS error, the directory and its
+filesystem, on the file descriptor the parent passed in $YOLO26_BENCH_REPORT_FD, and the worker exits with
+EXIT_NO_RESULT.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
+import os
 import sys
 import time
 import traceback
 from pathlib import Path
+
+#: the file descriptor the parent reads a one-line report from when the worker cannot write its result
+REPORT_FD_ENV = "YOLO26_BENCH_REPORT_FD"
+#: exit status of a worker that could not write its result (the report says why)
+EXIT_NO_RESULT = 75
+
+
+def mount_point(path: Path) -> Path:
+    """The mount point of the filesystem holding `path` (its nearest existing ancestor's)."""
+    p = Path(os.path.abspath(path))
+    while not p.exists():
+        p = p.parent
+    while not os.path.ismount(p):
+        p = p.parent
+    return p
+
+
+def os_error_line(action: str, where: Path, e: OSError) -> str:
+    """One line: what could not be done where, the OS error, and the filesystem holding `where` with its free
+    space (what a reader needs to act on a full disk)."""
+    what = f"[Errno {e.errno}] {e.strerror}" if e.errno is not None and e.strerror else str(e)
+    disk = mount_point(where)
+    try:
+        st = os.statvfs(disk)
+        space = f", {st.f_bavail * st.f_frsize} bytes free"
+    except OSError:
+        space = ""
+    return f"cannot {action} {where}: {what} (filesystem {disk}{space})"
+
+
+def write_result(result_path: Path, result: dict) -> None:
+    """Write the result whole or not at all: the parent never reads half of it."""
+    from harness.core.results_dir import write_text_atomic
+
+    write_text_atomic(result_path, json.dumps(result, default=str))
+
+
+def report_unwritten(result_path: Path, e: OSError) -> int:
+    """Say on the report descriptor (and in the log) that the result could not be written; the exit status."""
+    line = os_error_line("write the worker's result to", result_path.parent, e)
+    print(f"[worker] {line}", flush=True)
+    fd = os.environ.get(REPORT_FD_ENV)
+    if fd:
+        with contextlib.suppress(OSError, ValueError):
+            os.write(int(fd), (line + "\n").encode("utf-8", "replace"))
+    return EXIT_NO_RESULT
 
 
 def _export(payload: dict) -> dict:
@@ -65,6 +118,7 @@ def _probe(payload: dict) -> dict:
 def main(argv: list[str]) -> int:
     from harness.core import allocator
     from harness.core.threads import budget, set_budget
+    from harness.execute import lifetime
 
     # The run's thread budget (inherited as YOLO26_BENCH_THREADS): into OMP_NUM_THREADS before torch or ultralytics
     # is imported, and torch's threads if it already is; the backends apply it again after their own imports.
@@ -74,6 +128,7 @@ def main(argv: list[str]) -> int:
     req_path = Path(argv[0])
     result_path = Path(argv[1]) if len(argv) > 1 else req_path.with_name("result.json")
     payload = json.loads(req_path.read_text())
+    lifetime.guard(lifetime.parent_from_env(), payload.pop("time_limit_s", None))
     for mod in payload.pop("imports", []):  # extra backend modules (tests register fault-injecting backends)
         importlib.import_module(mod)
     mode = payload.pop("mode", "export")
@@ -83,21 +138,23 @@ def main(argv: list[str]) -> int:
     except BaseException as e:  # everything raised is data for the diagnosis
         tb = traceback.format_exc()
         print(tb, flush=True)
-        result_path.write_text(
-            json.dumps(
-                {
-                    "status": "failed",
-                    "seconds": time.perf_counter() - t0,
-                    "exception_type": f"{type(e).__module__}.{type(e).__qualname__}",
-                    "message": str(e),
-                    "traceback": tb,
-                },
-                default=str,
-            )
-        )
+        failed = {
+            "status": "failed",
+            "seconds": time.perf_counter() - t0,
+            "exception_type": f"{type(e).__module__}.{type(e).__qualname__}",
+            "message": str(e),
+            "traceback": tb,
+        }
+        try:
+            write_result(result_path, failed)
+        except OSError as w:
+            return report_unwritten(result_path, w)
         return 1
     seconds = time.perf_counter() - t0
-    result_path.write_text(json.dumps({"status": "ok", "seconds": seconds, **out}, default=str))
+    try:
+        write_result(result_path, {"status": "ok", "seconds": seconds, **out})
+    except OSError as w:
+        return report_unwritten(result_path, w)
     print(f"[worker] {mode} done in {seconds:.1f}s", flush=True)
     return 0
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from harness import backends
 from harness.core.cell import Cell
 from harness.core.record import set_null
+from harness.execute.isolate import kill_live_workers
 from harness.execute.stages import (
     STAGES,
     Attempt,
@@ -87,7 +88,13 @@ def prepare_all(svc: CellRunner, cells: list[Cell], workers: int) -> dict[str, A
         return s
 
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="export") as pool:
-        states = list(pool.map(one, todo))
+        try:
+            states = list(pool.map(one, todo))
+        except (
+            BaseException
+        ):  # interrupted (Ctrl-C): end the running workers, so the pool's threads return now
+            kill_live_workers()
+            raise
     if todo:
         svc.progress(f"export phase done in {time.perf_counter() - t0:.1f}s")
     return {s.attempt.cell_id: s for s in states}
@@ -133,6 +140,7 @@ def run_workload(svc: CellRunner, cells: list[Cell]) -> dict[str, list[dict]]:
     for s in states:
         rec = svc.finish(s)
         out[s.attempt.cell_id] = [rec, *svc.remedies(s.cell, rec)]
+    svc.check_stop()  # every cell of the workload recorded, then the run stops on a full disk
     return out
 
 

@@ -19,7 +19,14 @@ from harness.history.compare import BaselineSpec, Comparison, Thresholds, compar
 from harness.history.markdown import render
 from harness.history.merge import merge_runs
 from harness.history.report import history_view
-from harness.history.store import DEFAULT_RESULTS_DIR, ImportResult, connect, default_db_path, import_run_dir
+from harness.history.store import (
+    DEFAULT_RESULTS_DIR,
+    ImportResult,
+    db_error,
+    default_db_path,
+    import_run_dir,
+    open_db,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +73,7 @@ def main_import(argv: list[str] | None = None) -> int:
     for run_dir in args.results_dirs:
         try:
             for r in import_run_dir(db, run_dir):
-                print(f"{r.action}: {r.run_id} ({r.machine}, {r.cells} cells, series {r.series_id})")
+                print(r.describe())
         except HistoryError as e:
             log.error("%s", e)
             failed += 1
@@ -145,13 +152,15 @@ def main_compare(argv: list[str] | None = None) -> int:
         spec = BaselineSpec.parse(args.baseline)
         # RUN may be a results directory: import it first (validated before the database is touched).
         imported = import_run_dir(db, args.run) if args.run and is_results_dir(args.run) else []
-        if not db.is_file():
+        if not db.exists():
             raise HistoryError(f"{db}: no history database; import a results directory first")
-        conn = connect(db)
+        conn = open_db(db)
         try:
             refs = _resolve(conn, db, args.run, args.machine, imported)
             comparisons: list[Comparison] = [compare_run(conn, ref, spec, _thresholds(args)) for ref in refs]
             view = history_view(conn, comparisons) if args.report_json else None
+        except sqlite3.Error as e:  # a database damaged under us: one line, like every other history error
+            raise HistoryError(db_error(db, e)) from None
         finally:
             conn.close()
     except (HistoryError, ValueError) as e:
@@ -177,10 +186,17 @@ def main_merge(argv: list[str] | None = None) -> int:
         "-o", "--output", type=Path, required=True, metavar="OUT_DIR", help="merged results dir"
     )
     parser.add_argument("--run-id", help="id of the merged run (default: the name of OUT_DIR)")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace OUT_DIR when it already holds files (without it such a directory is refused)",
+    )
     _db_arg(parser)
     args = parser.parse_args(argv)
     try:
-        result = merge_runs(_db(args), args.results_dirs, args.output, args.run_id)
+        result = merge_runs(
+            _db(args), args.results_dirs, args.output, args.run_id, replace_existing=args.replace
+        )
     except HistoryError as e:
         log.error("%s", e)
         return EXIT_ERROR

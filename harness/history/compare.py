@@ -302,6 +302,9 @@ def compare_run(
     spec = spec or BaselineSpec()
     th = th or Thresholds()
     result = Comparison(run.run_id, run.machine, run.series_id, run.series_label, spec.describe())
+    incomplete = query.run_incomplete(conn, run)
+    if incomplete:  # an interrupted run: its missing cells are not vanished cells, and it is not whole
+        result.notes.append(f"this run is {incomplete}: it did not finish; read it as partial")
     earlier = query.earlier_runs(conn, run)
     if spec.mode == "run":
         ref_run = query.find_baseline_run(conn, run, spec.run_id or "")

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
+import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness import SCHEMA_VERSION
 from harness.core.results_dir import (
     CELLS_FILE,
+    ENV_FILE,
     MACHINE_FIELD,
     MACHINES_KEY,
     SOURCE_RUN_FIELD,
@@ -103,22 +107,74 @@ def _merged_cells(run_id: str, runs: list[RunData]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def _check_out_dir(out_dir: Path) -> None:
-    """Refuse an output directory that cannot be written before the database is touched."""
+def _check_out_dir(out_dir: Path, cells: str, env_text: str, replace_existing: bool) -> bool:
+    """Refuse an output directory that cannot be written, or that already holds other files (another run's
+    records would be lost) unless `replace_existing`, before the database is touched. Returns whether the directory
+    already holds exactly this merge (merging the same runs again), so that nothing needs writing."""
     why = unwritable_reason(out_dir)
     if why:
         raise ImportRefused(f"merge output {out_dir}: {why[0]} is {why[1]}")
+    if not out_dir.is_dir():
+        return False
+    held = sorted(p.name for p in out_dir.iterdir())
+    if not held:
+        return False
+    same = held == sorted([CELLS_FILE, ENV_FILE]) and (
+        (out_dir / CELLS_FILE).read_text(encoding="utf-8", errors="replace") == cells
+        and (out_dir / ENV_FILE).read_text(encoding="utf-8", errors="replace") == env_text
+    )
+    if same or replace_existing:
+        return same
+    shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+    raise ImportRefused(
+        f"merge output {out_dir} already holds {shown}; refusing to overwrite it: choose another -o, or pass "
+        "--replace to replace it"
+    )
+
+
+def _write_beside(out_dir: Path, cells: str, env: dict) -> None:
+    """Write the merged run into a new directory beside `out_dir`, then rename it into place (an existing
+    directory is renamed away first and removed last), so a reader sees the old run or the new one, never a mix,
+    and a failure part way leaves the old run as it was."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    new = out_dir.with_name(f".{out_dir.name}.merge-{tag}")
+    new.mkdir()
+    try:
+        write_text_atomic(new / CELLS_FILE, cells)
+        write_env(new, env)
+        old = out_dir.with_name(f".{out_dir.name}.old-{tag}")
+        had = out_dir.exists()
+        if had:
+            os.replace(out_dir, old)
+        try:
+            os.replace(new, out_dir)
+        except OSError:
+            if had:
+                os.replace(old, out_dir)
+            raise
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if had:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def merge_runs(
-    db_path: str | Path, run_dirs: list[str | Path], out_dir: str | Path, run_id: str | None = None
+    db_path: str | Path,
+    run_dirs: list[str | Path],
+    out_dir: str | Path,
+    run_id: str | None = None,
+    *,
+    replace_existing: bool = False,
 ) -> MergeResult:
     """Import every results directory into the history and write one merged results directory.
 
     Every input is read and validated, and the merged files are built in memory, before anything is written: a
     run that cannot be imported (a NaN figure, an unknown schema, no env.json) leaves the database and the output
-    directory as they were. The merged run id defaults to the output directory's name. Merging again into the
-    same directory replaces it.
+    directory as they were. The merged run id defaults to the output directory's name. An output directory that
+    already holds files is refused (ImportRefused) unless it holds exactly this merge (merging again is a no-op)
+    or `replace_existing`; a replacement is written beside it and renamed into place.
     """
     out_dir = Path(out_dir)
     run_id = run_id or out_dir.resolve().name
@@ -132,10 +188,13 @@ def merge_runs(
         json.dumps(env, allow_nan=False, default=str)
     except ValueError as e:  # load_run_dir refuses non-finite figures; this is the belt to its braces
         raise ImportRefused(f"cannot merge into {out_dir}: {e}") from None
-    _check_out_dir(out_dir)
+    env_text = json.dumps(env, indent=2, default=str) + "\n"  # as write_env writes it
+    unchanged = _check_out_dir(out_dir, cells, env_text, replace_existing)
     imported = import_runs(db_path, runs, merged_run_id=run_id)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out_dir / CELLS_FILE, cells)
-    write_env(out_dir, env)
+    if not unchanged:
+        try:
+            _write_beside(out_dir, cells, env)
+        except OSError as e:
+            raise ImportRefused(f"cannot write the merged run to {out_dir}: {e}") from None
     log.info("merged %d run(s) from %s into %s", len(runs), ", ".join(r.machine for r in runs), out_dir)
     return MergeResult(run_id, out_dir, [r.machine for r in runs], imported)

@@ -7,7 +7,7 @@ import logging
 import sqlite3
 from dataclasses import dataclass
 
-from harness.core.results_dir import HistoryError
+from harness.core.results_dir import HistoryError, incomplete_note
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,21 @@ def run_heap_policy(conn: sqlite3.Connection, run: RunRef) -> str:
         (run.run_id, run.machine),
     ).fetchone()
     return "retain" if row and row[0] == "retain" and row[1] else "system"
+
+
+def run_incomplete(conn: sqlite3.Connection, run: RunRef) -> str | None:
+    """'incomplete: N of M cells (why)' when the run did not finish (env.json `incomplete`), else None."""
+    row = conn.execute(
+        "SELECT json_extract(env, '$.incomplete') FROM runs WHERE run_id = ? AND machine = ?",
+        (run.run_id, run.machine),
+    ).fetchone()
+    if not row or not row[0]:
+        return None
+    try:
+        mark = json.loads(row[0])
+    except (TypeError, ValueError):
+        mark = row[0]
+    return incomplete_note({"incomplete": mark})
 
 
 def samples(conn: sqlite3.Connection, cell: CellRow) -> list[float]:

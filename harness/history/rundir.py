@@ -23,6 +23,7 @@ from harness.core.results_dir import (
     MACHINES_KEY,
     SOURCE_RUN_FIELD,
     ImportRefused,
+    duplicate_cells,
     merged_machines,
     read_env_checked,
     read_records_checked,
@@ -42,6 +43,8 @@ class RunData:
     env: dict
     records: tuple[dict, ...]
     source: str
+    #: cell ids the results directory recorded more than once (one record of each was kept: the last)
+    duplicates: tuple[str, ...] = ()
 
     @cached_property
     def fingerprint(self) -> Fingerprint:
@@ -114,6 +117,7 @@ def _split_merged(run_dir: Path, env: dict, records: list[dict]) -> list[RunData
                 env=entry["env"],
                 records=_dedupe(restored, where),
                 source=str(run_dir),
+                duplicates=tuple(duplicate_cells(restored)),
             )
         )
     return runs
@@ -158,5 +162,6 @@ def load_run_dir(run_dir: str | Path) -> list[RunData]:
             env=env,
             records=_dedupe(records, str(run_dir)),
             source=str(run_dir),
+            duplicates=tuple(duplicate_cells(records)),
         )
     ]

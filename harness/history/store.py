@@ -7,6 +7,7 @@ half-imported run. Keep the file on a local disk: WAL needs shared memory, which
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.core.results_dir import HistoryError, ImportRefused
+from harness.core.results_dir import HistoryError, ImportRefused, incomplete_note
 from harness.history.rundir import RunData, load_run_dir
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,20 @@ class ImportResult:
     series_id: str
     cells: int
     action: str
+    #: 'incomplete: N of M cells (why)' for a run that did not finish (env.json `incomplete`), else None
+    incomplete: str | None = None
+    #: cell ids the run recorded more than once (the last record of each was imported)
+    duplicates: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line: what the import did, with the run's warnings (incomplete, cells recorded twice)."""
+        line = f"{self.action}: {self.run_id} ({self.machine}, {self.cells} cells, series {self.series_id})"
+        if self.incomplete:
+            line += f"; {self.incomplete}"
+        if self.duplicates:
+            shown = ", ".join(self.duplicates[:3]) + (" ..." if len(self.duplicates) > 3 else "")
+            line += f"; {len(self.duplicates)} cell(s) recorded more than once ({shown}): kept the last record of each"
+        return line
 
 
 def default_db_path(results_dir: str | Path = DEFAULT_RESULTS_DIR) -> Path:
@@ -120,9 +135,48 @@ def _set_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.05)
 
 
-def connect(db_path: str | Path) -> sqlite3.Connection:
-    """Open (creating when needed) the history database for writing, in WAL mode, schema in place."""
+def open_db(db_path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """The one way every history command opens its database: for writing (created when needed, WAL, schema in
+    place) or `readonly`. Every sqlite3 or OS error becomes a HistoryError of one line naming the file, what went
+    wrong and what to do, never a traceback."""
     db_path = Path(db_path)
+    try:
+        return _open_readonly(db_path) if readonly else _connect(db_path)
+    except HistoryError:
+        raise
+    except (sqlite3.Error, OSError) as e:
+        raise HistoryError(db_error(db_path, e)) from None
+
+
+def db_error(db_path: Path, e: BaseException) -> str:
+    """One line for a sqlite3 or OS error on the history database: the file, the error, what to do."""
+    if isinstance(e, OSError):
+        what = f"[Errno {e.errno}] {e.strerror}" if e.errno is not None and e.strerror else str(e)
+    else:
+        what = f"{type(e).__name__}: {e}"
+    if db_path.is_dir():
+        hint = "it is a directory; pass a file path with --db (or $YOLO26_BENCH_HISTORY)"
+    elif isinstance(e, sqlite3.DatabaseError) and "not a database" in str(e):
+        hint = "it is not an SQLite history database; pass another --db or move the file away"
+    elif "locked" in str(e) or "busy" in str(e):
+        hint = "another process holds it; try again when it is done"
+    else:
+        hint = (
+            f"check that {db_path.parent} exists, is a directory and is writable, and that its disk has space "
+            "(--db or $YOLO26_BENCH_HISTORY choose the file)"
+        )
+    return f"history database {db_path}: {what}; {hint}"
+
+
+def connect(db_path: str | Path) -> sqlite3.Connection:
+    """Open the history database for writing (see open_db)."""
+    return open_db(db_path)
+
+
+def _connect(db_path: Path) -> sqlite3.Connection:
+    """Open (creating when needed) the history database for writing, in WAL mode, schema in place."""
+    if db_path.is_dir():
+        raise IsADirectoryError(21, "Is a directory", str(db_path))
     db_path.parent.mkdir(parents=True, exist_ok=True)
     # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), never opened behind our back.
     conn = sqlite3.connect(db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
@@ -164,8 +218,11 @@ def _upgrade_from_1(conn: sqlite3.Connection, db_path: Path) -> None:
 
 
 def open_readonly(db_path: str | Path) -> sqlite3.Connection:
-    """Open an existing history database without writing to it (the report stage)."""
-    db_path = Path(db_path)
+    """Open an existing history database without writing to it (the report stage; see open_db)."""
+    return open_db(db_path, readonly=True)
+
+
+def _open_readonly(db_path: Path) -> sqlite3.Connection:
     if not db_path.is_file():
         raise HistoryError(f"{db_path}: no history database")
     conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
@@ -216,8 +273,9 @@ def _write_run(conn: sqlite3.Connection, run: RunData) -> ImportResult:
     row = conn.execute(
         "SELECT digest FROM runs WHERE run_id = ? AND machine = ?", (run.run_id, run.machine)
     ).fetchone()
+    notes = {"incomplete": incomplete_note(run.env), "duplicates": run.duplicates}
     if row is not None and row[0] == run.digest:
-        return ImportResult(run.run_id, run.machine, fp.series_id, len(run.records), "unchanged")
+        return ImportResult(run.run_id, run.machine, fp.series_id, len(run.records), "unchanged", **notes)
     conn.execute(
         "INSERT OR IGNORE INTO series (series_id, fingerprint, label) VALUES (?, ?, ?)",
         (fp.series_id, json.dumps(fp.to_dict(), sort_keys=True), fp.label),
@@ -246,7 +304,7 @@ def _write_run(conn: sqlite3.Connection, run: RunData) -> ImportResult:
         [_cell_row(run, rec) for rec in run.records],
     )
     action = "imported" if row is None else "replaced"
-    return ImportResult(run.run_id, run.machine, fp.series_id, len(run.records), action)
+    return ImportResult(run.run_id, run.machine, fp.series_id, len(run.records), action, **notes)
 
 
 def import_runs(
@@ -254,7 +312,7 @@ def import_runs(
 ) -> list[ImportResult]:
     """Store validated runs in one transaction (all or nothing); optionally record them as one merged run."""
     runs = list(runs)
-    conn = connect(db_path)
+    conn = open_db(db_path)
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -267,14 +325,15 @@ def import_runs(
                 )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
             raise
+    except (sqlite3.Error, OSError) as e:  # a full disk or a lock held past the timeout: one line
+        raise HistoryError(db_error(Path(db_path), e)) from None
     finally:
         conn.close()
     for r in results:
-        log.info(
-            "%s: run %s from %s (%d cells, series %s)", r.action, r.run_id, r.machine, r.cells, r.series_id
-        )
+        log.info("%s", r.describe())
     return results
 
 
@@ -296,5 +355,6 @@ __all__ = [
     "import_run_dir",
     "import_runs",
     "memory_mib",
+    "open_db",
     "open_readonly",
 ]

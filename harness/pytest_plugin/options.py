@@ -7,6 +7,7 @@ usage error (one `ERROR:` line, exit status 4), before any results directory, ex
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,23 @@ NUMBER_RULES = (
 )
 
 SCENARIO_MODES = ("n640", "all", "none")
+#: planned cells past which the run says how many it plans (a long --shapes list multiplies every axis)
+LARGE_PLAN = 500
+
+
+def warn_if_large(planned: list[PlannedCell], limit: int = LARGE_PLAN) -> str | None:
+    """A warning on stderr (returned too) when the selection plans more than `limit` cells: a 2000-shape list is
+    4000 cells, days of exports, and should not start without a word."""
+    if len(planned) <= limit:
+        return None
+    runnable = sum(1 for p in planned if not p.excluded)
+    shapes = len({p.cell.shape.label for p in planned})
+    msg = (
+        f"yolo26-bench: warning: this selection plans {len(planned)} cells ({runnable} not excluded, {shapes} "
+        f"shapes), more than {limit}; narrow --shapes/--sizes/--backends, or check the count with --collect-only -q"
+    )
+    print(msg, file=sys.stderr, flush=True)
+    return msg
 
 
 def scenario_mode(opt, profile: str) -> str:

@@ -8,16 +8,28 @@ suites with structured Cell objects (ids read like the cell).
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
-from harness.core import allocator, axes, envinfo, threads
+from harness.core import allocator, axes, envinfo, run_claim, threads
 from harness.core.axes import SelectionError
-from harness.core.results_dir import SUPERSEDED_SUFFIX, RecordWriteError, recorded_cells
+from harness.core.results_dir import (
+    INCOMPLETE_KEY,
+    SUPERSEDED_SUFFIX,
+    RecordWriteError,
+    incomplete_note,
+    read_env,
+    recorded_cells,
+    write_env,
+)
+from harness.core.run_claim import RunClaim
 from harness.execute.attempt import CellRunner, RunConfig, slowdown_factors
+from harness.execute.isolate import kill_live_workers
 from harness.execute.workload import group, timing_key, workload_label
 from harness.measure.corrupt import corruptions
 from harness.plan.expected import ExpectedStatus
@@ -29,6 +41,7 @@ from harness.yolo.models import WeightsError, allow_unsafe_weights
 log = logging.getLogger(__name__)
 
 BENCH_KEY = pytest.StashKey["BenchSession"]()
+CLAIM_KEY = pytest.StashKey["RunClaim"]()
 #: statuses of a recorded cell that --resume runs again: how the attempt ended, not what the cell does
 RERUN_STATUSES = ("crashed", "timeout")
 EXPECTED_FILE = Path(__file__).resolve().parents[2] / "suites" / "expected_status.yaml"
@@ -197,6 +210,7 @@ class BenchSession:
             server_bound_ms=opt("server_bound_ms"),
         )
         self.recorded = existing_run(config, self.run_config.run_dir, bool(opt("resume")))
+        self.previously_recorded = set(self.recorded)  # --resume: the cells the run held before this session
         self.stopped: str | None = None  # why the run stopped early (a record could not be written)
         self.expected = ExpectedStatus(Path(opt("expected_file")))
         self.update_command = " ".join(["pytest", *config.invocation_params.args, "--update-expected"])
@@ -235,6 +249,7 @@ class BenchSession:
         self.cache_dir = Path(opt("cache_dir"))
         options.check_writable(self.cache_dir, "--cache-dir")
         self.planned: list[PlannedCell] = build(self.profile, self.selection)
+        options.warn_if_large(self.planned)
         if opt("allow_unsafe_weights"):
             allow_unsafe_weights()  # this process and, through the environment, its export and probe workers
         # One budget per run: this process's runtimes, and its export/probe subprocesses through the environment
@@ -248,11 +263,16 @@ class BenchSession:
         if self._runner is None:
             try:
                 runner = CellRunner(self.run_config, progress=self.progress)
+                runner.writer.notify = self.notice  # a torn line moved aside is said even under -q
                 runner.preload([p.cell for p in self.planned if not p.excluded])
-                envinfo.write(
-                    self.run_config.run_dir,
-                    envinfo.collect(self.run_id, threads=self.threads, threads_source=self.threads_source),
-                )
+                env = envinfo.collect(self.run_id, threads=self.threads, threads_source=self.threads_source)
+                # Marked incomplete until the run ends normally: a run killed outright (SIGKILL, power) keeps it.
+                env[INCOMPLETE_KEY] = {
+                    "reason": "the run had not ended (still running, or killed)",
+                    "cells_recorded": None,
+                    "cells_planned": len(self.planned_ids()),
+                }
+                envinfo.write(self.run_config.run_dir, env)
             except OSError as e:  # the run directory cannot be written: nothing could be recorded
                 self.stop(
                     e
@@ -268,6 +288,22 @@ class BenchSession:
         would be measured for nothing. Exit status 2 (interrupted); the summary skips history and report."""
         self.stopped = str(why)
         pytest.exit(f"yolo26-bench stopped: {why}", returncode=pytest.ExitCode.INTERRUPTED)
+
+    def planned_ids(self) -> set[str]:
+        """The cells the run means to hold: this session's and, with --resume, those recorded before it."""
+        return {p.cell.id for p in self.selected} | self.previously_recorded
+
+    def notice(self, msg: str) -> None:
+        """A line the user must see whatever the verbosity (-q hides progress lines, never these)."""
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        if tr is not None:
+            if capman is not None:
+                with capman.global_and_fixture_disabled():
+                    tr.write_line(f"[yolo26-bench] {msg}", yellow=True)
+            else:
+                tr.write_line(f"[yolo26-bench] {msg}", yellow=True)
+        log.warning("%s", msg)
 
     def progress(self, msg: str) -> None:
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -299,6 +335,28 @@ def pytest_configure(config: pytest.Config) -> None:
     # Validate every option before any work starts: a bad value is one `ERROR:` line and exit status 4.
     if not config.option.help:
         _session(config)
+        if not hasattr(config, "workerinput"):
+            _interrupt_on_sigterm()
+
+
+#: the signal that interrupted the session, when it was not Ctrl-C (SIGINT)
+_INTERRUPTED_BY: list[str] = []
+
+
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (a CI cancel, `kill`) ends the session as Ctrl-C does, so the run is marked incomplete and its
+    workers end with it; by default Python would die at once, with no chance to say so."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return  # someone installed their own handler: leave it
+
+    def interrupted(signum, frame) -> None:
+        _INTERRUPTED_BY.append(signal.Signals(signum).name)
+        kill_live_workers()
+        raise KeyboardInterrupt(f"terminated by {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, interrupted)
 
 
 def _session(config: pytest.Config) -> BenchSession:
@@ -462,7 +520,6 @@ def _write_canary(session: BenchSession, tr) -> None:
     runner = session._runner
     if runner is None:
         return
-    from harness.core.results_dir import read_env, write_env
     from harness.measure.canary import no_canary
 
     try:
@@ -480,23 +537,58 @@ def _write_canary(session: BenchSession, tr) -> None:
         )
 
 
+def _shard(config: pytest.Config) -> str | None:
+    """This session's pytest-split group ('group-K-of-N'), when it is one shard of a run; else None."""
+    splits, group_ = config.getoption("splits", None), config.getoption("group", None)
+    return f"group-{group_}-of-{splits}" if splits and group_ else None
+
+
+def claim_run(config: pytest.Config, run_dir: Path) -> RunClaim:
+    """Claim the run directory for this session's life (harness.core.run_claim): a second run on the same id,
+    resume or not, is refused with one error line naming the holder."""
+    try:
+        return run_claim.claim(run_dir, shard=_shard(config))
+    except run_claim.RunClaimed as e:
+        raise SelectionError(f"--run-id {run_dir.name}: {e}") from None
+    except OSError as e:
+        raise SelectionError(f"--run-id {run_dir.name}: cannot claim {run_dir}: {e}") from None
+
+
 def existing_run(config: pytest.Config, run_dir: Path, resume: bool) -> dict[str, str]:
     """The cells `run_dir` has recorded (cell id -> status) when --resume goes on with it; refuses (one error line)
-    a run id that already holds a run without --resume, so no run appends duplicates to another in silence."""
+    a run id that already holds a run without --resume, so no run appends duplicates to another in silence.
+    The directory is claimed first (`claim_run`), so no other run can start on it between this check and the
+    end of the session."""
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller checked before workers started
         return recorded_cells(run_dir) if resume else {}
-    if not (run_dir.is_dir() and any(run_dir.iterdir())):
+    claim = claim_run(config, run_dir)
+    config.stash[CLAIM_KEY] = claim
+    if not run_claim.holds_a_run(run_dir):
         return {}
     try:
         recorded = recorded_cells(run_dir)
     except (OSError, ValueError) as e:
+        release_claim(config)
         raise SelectionError(f"--run-id: {run_dir} holds records that cannot be read ({e})") from None
     if not resume:
+        release_claim(config)
         raise SelectionError(
             f"--run-id {run_dir.name}: {run_dir} already holds a run ({len(recorded)} cells recorded); pass "
             "--resume to run only the cells it lacks, or choose another --run-id"
         )
     return recorded
+
+
+def release_claim(config: pytest.Config) -> None:
+    """Give up this session's claim on its run directory (harness.core.run_claim)."""
+    claim = config.stash.get(CLAIM_KEY, None)
+    if claim is not None:
+        claim.release()
+        del config.stash[CLAIM_KEY]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    release_claim(config)
 
 
 def resume_cell(session: BenchSession, cell_id: str) -> None:
@@ -518,9 +610,53 @@ def resume_cell(session: BenchSession, cell_id: str) -> None:
     )
 
 
+def mark_run_end(session: BenchSession, exitstatus: int, tr) -> str | None:
+    """Say in env.json whether the run ended whole: the `incomplete` mark written at its start is removed, or
+    completed with why and how many cells it holds (interrupted by SIGINT or SIGTERM, stopped by a failed write).
+    Returns the incomplete note, or None when the run ended normally."""
+    run_dir = session.run_config.run_dir
+    # No env.json: the run never started. Under pytest-xdist the workers wrote it (this controller ran no cell):
+    # the controller, which outlives them, still says how the run ended.
+    if not (run_dir / "env.json").is_file():
+        return None
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.stopped)
+    env: dict = {INCOMPLETE_KEY: {"reason": "interrupted"}} if interrupted else {}
+    try:
+        env = read_env(run_dir) or {}
+        if interrupted:
+            why = (
+                f"stopped: {session.stopped}"
+                if session.stopped
+                else f"interrupted by {_INTERRUPTED_BY[-1] if _INTERRUPTED_BY else 'SIGINT'}"
+            )
+            planned = session.planned_ids() or {
+                p.cell.id for p in session.planned
+            }  # xdist: none collected here
+            env[INCOMPLETE_KEY] = {
+                "reason": why[:300],
+                "cells_recorded": len(planned & set(recorded_cells(run_dir))),
+                "cells_planned": len(planned),
+            }
+        else:
+            env.pop(INCOMPLETE_KEY, None)
+        write_env(run_dir, env)
+    except (OSError, ValueError) as e:
+        tr.write_line(f"env.json: the run's end not recorded ({e})")
+    return incomplete_note(env) if interrupted else None
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     session = config.stash.get(BENCH_KEY, None)
-    if session is None or not session.records:
+    if session is None:
+        return
+    incomplete = mark_run_end(session, exitstatus, terminalreporter)
+    if incomplete:
+        terminalreporter.write_line(
+            f"yolo26-bench: run {session.run_id} is {incomplete}; marked so in env.json, not imported into the "
+            "history and no report rendered (`python -m harness import` and the report label it incomplete)",
+            yellow=True,
+        )
+    if not session.records:
         return
     tr = terminalreporter
     tr.section("yolo26-bench summary")
@@ -545,7 +681,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     tr.write_line(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     tr.write_line(f"records: {session.run_config.run_dir / 'cells.jsonl'}")
-    if session.stopped:  # a write failed: the history and the report would read an incomplete run
+    if incomplete:  # interrupted or stopped: the history and the report would read a partial run as whole
         return
     _write_canary(session, tr)
     if config.getoption("update_expected"):

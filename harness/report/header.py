@@ -6,7 +6,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from harness.core.results_dir import UNKNOWN
+from harness.core.results_dir import UNKNOWN, duplicate_cells, incomplete_note
 from harness.report.index import RunIndex
 from harness.report.matrix import machine_label
 
@@ -31,11 +31,27 @@ class RunHeader:
     weights: list[str] = field(default_factory=list)
     random_init: bool = False
     synthetic: bool = False  # env.json or a record says `synthetic: true`: generated, not measured
+    #: why the run is not whole: "incomplete: N of M cells (why)", cells recorded more than once
+    integrity: list[str] = field(default_factory=list)
 
 
 def is_synthetic(env: dict, records: list[dict]) -> bool:
     """Whether a run is marked as generated data: `synthetic: true` in its env.json or in any of its records."""
     return env.get("synthetic") is True or any(r.get("synthetic") is True for r in records)
+
+
+def integrity_notes(env: dict, records: list[dict]) -> list[str]:
+    """What a reader must know before trusting a run as whole: it did not finish (env.json `incomplete`), or it
+    holds two records of one cell (two writers on one run id; every record is shown)."""
+    notes = []
+    incomplete = incomplete_note(env)
+    if incomplete:
+        notes.append(incomplete)
+    twice = duplicate_cells([r for r in records if not r.get("remedy")])
+    if twice:
+        shown = ", ".join(twice[:3]) + (" ..." if len(twice) > 3 else "")
+        notes.append(f"{len(twice)} cell(s) recorded more than once ({shown}): every record is shown")
+    return notes
 
 
 def _gpu_line(g: dict) -> str:
@@ -89,6 +105,7 @@ def run_header(idx: RunIndex, indexes: list[RunIndex]) -> RunHeader:
         weights=weights or ["unknown (no record names its weights)"],
         random_init=any(w.startswith("random-init") for w in weights),
         synthetic=is_synthetic(run.env, run.records),
+        integrity=integrity_notes(run.env, run.records),
     )
 
 

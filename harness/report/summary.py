@@ -51,6 +51,7 @@ def summary_json(content: dict[str, Any], indexes: list[RunIndex]) -> str:
                 "weights": h.weights,
                 "random_init": h.random_init,
                 "synthetic": h.synthetic,
+                "integrity": h.integrity,
             }
             for h in content["headers"]
         ],
@@ -91,6 +92,8 @@ def summary_md(content: dict[str, Any]) -> str:
         lines.append(
             f"- run {md(h.run_id)} ({md(h.started_at)}, commit {md(h.git_commit)}) on {md(h.machine)}"
         )
+        for note in h.integrity:
+            lines.append(f"  - **not whole**: {md(note)}")
         if h.synthetic:
             lines.append("  - **synthetic data**: generated figures, not measurements of any machine")
         if h.random_init:

@@ -53,6 +53,10 @@ class ModelSource:
         f = self.weights_file()
         if f is None:
             return
+        if f.exists() and not f.is_file():  # a FIFO would block the read below; a directory is no checkpoint
+            raise WeightsError(
+                f"weights file {f} is not a regular file (expected {self.stem}.pt in --weights-dir)"
+            )
         if not f.is_file():
             raise WeightsError(f"weights file {f} not found (expected {self.stem}.pt in --weights-dir)")
         try:
