@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.ort_cuda import preload_cuda_libraries, require_provider
 from harness.backends._shared.ort_iobinding import OrtIOBindingRunner
 from harness.backends._shared.ultralytics_export import export_with_ultralytics
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
@@ -125,14 +126,12 @@ class OnnxRuntimeTensorRT(Backend):
         import onnxruntime as ort
 
         preload_tensorrt()
+        preload_cuda_libraries(ort)
         so = session_options()
         providers = [(TRT_EP, trt_provider_options(cell)), (CUDA_EP, {"device_id": 0})]
         t0 = time.perf_counter()
         session = ort.InferenceSession(str(artifact), sess_options=so, providers=providers)
-        if session.get_providers()[0] != TRT_EP:
-            raise RuntimeError(
-                f"the TensorRT EP did not initialise (session providers: {', '.join(session.get_providers())})"
-            )
+        require_provider(session, TRT_EP)
         inp = session.get_inputs()[0]
         dtype = np.float16 if "float16" in inp.type else np.float32
         dummy = np.zeros((cell.batch, 3, cell.shape.height or 640, cell.shape.width or 640), dtype=dtype)
