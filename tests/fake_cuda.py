@@ -13,9 +13,13 @@ from collections.abc import Callable
 
 
 class FakeStream:
+    _next = 1000
+
     def __init__(self, cuda: FakeTorchCuda, device=None) -> None:
         self.cuda = cuda
         self.device = device
+        FakeStream._next += 1
+        self.cuda_stream = FakeStream._next  # the handle a runtime enqueues on
         self.waited: list[FakeStream] = []
         self.syncs = 0
 

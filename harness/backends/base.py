@@ -216,7 +216,11 @@ def library_version(module: str) -> str | None:
     """Installed version of a distribution/module, without importing it."""
     from importlib import metadata
 
-    names = {"onnxruntime": ("onnxruntime", "onnxruntime-gpu"), "tensorrt": ("tensorrt", "tensorrt-cu12")}
+    # TensorRT's wheels: the `tensorrt` metapackage, or the CUDA-specific package alone
+    names = {
+        "onnxruntime": ("onnxruntime", "onnxruntime-gpu"),
+        "tensorrt": ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11"),
+    }
     for dist in names.get(module, (module,)):
         try:
             return metadata.version(dist)
