@@ -336,6 +336,7 @@ def test_gpu_memory_tracker_fills_peaks_over_the_baseline_before_load():
     assert mem["host_peak_rss_mib"] == 900.0, "the host tracker's figures are kept"
     assert mem["source"].startswith("kernel peak-RSS high-water mark; NVML device-wide and this process's")
     assert "peaks over the baseline before load" in mem["source"]
+    assert "to the end of 10 timed rounds" in mem["source"]
     assert not any(k.startswith("memory.") for k in rec["null_reasons"])
     assert rec["gpu_snapshot"]["sm_clock_mhz"] == 1980 and "gpu_snapshot" not in rec["null_reasons"]
     assert not t.sampler._thread.is_alive()
@@ -506,6 +507,23 @@ def test_a_failing_nvml_init_is_a_reason():
     ):
         nvml_module(Broken([]))
     assert nvml_reason(FakeNvml([])) == "NVML reports no GPU"
+
+
+def test_gpu_memory_tracker_stopped_before_the_timed_rounds_says_so():
+    """In a workload the tracker stops after warm-up (solo_only): its record says the timed rounds are not in it."""
+    from harness.execute.workload import _stop_solo
+    from harness.measure.gpu_memory import GpuMemoryTracker
+
+    h = device("00000000:3B:00.0", used=[10 * GiB], procs=[(PID, GiB)])
+    t = GpuMemoryTracker(nvml=FakeNvml([h]), handle=h, cuda=FakeAllocator(), hz=500)
+    assert t.solo_only
+    t.start()
+    s = SimpleNamespace(trackers=[t], rec={})
+    _stop_solo(s)  # what a workload does before the next runner loads
+    src = s.rec["memory"]["source"]
+    assert "to the end of warm-up" in src and "the timed rounds are not in it" in src
+    assert "timed rounds are not" in src.split(";")[-1]  # the allocator figures' window too
+    assert s.trackers == []
 
 
 # -- idle power and net energy (issue 24, defect 8) ------------------------------------------------------------------
