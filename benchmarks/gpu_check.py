@@ -462,6 +462,33 @@ def executorch_cuda_exports(runner, cell) -> list[Row]:
     return rows
 
 
+def executorch_only(args) -> int:
+    """The ExecuTorch CUDA exports alone (benchmarks/gpu_once.sh's last step): rows in gpu_check.json.
+    Exit status: 0 every export ran (exported or failed: either is the finding); 3 one was skipped here."""
+    from harness.execute.attempt import CellRunner, RunConfig
+
+    missing = missing_model_stack()
+    if missing:
+        print(f"gpu_check: cannot run the exports: missing {', '.join(missing)}")
+        return 3
+    runner = CellRunner(
+        RunConfig(
+            run_id=f"gpu-check-executorch-{time.strftime('%Y%m%dT%H%M%S')}",
+            results_dir=args.out,
+            cache_dir=args.out / "cache",
+        ),
+        progress=lambda m: print(f"  {m}", flush=True),
+    )
+    rows: list[Row] = []
+    for cell in cell_plan([s for s in args.sizes.split(",") if s], args.shape):
+        if cell.backend == "executorch-cuda":
+            rows += executorch_cuda_exports(runner, cell)
+    print_table(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gpu_check.json").write_text(json.dumps({"rows": [asdict(r) for r in rows]}, indent=2))
+    return 3 if any(r.status == "skipped" for r in rows) else 0
+
+
 def default_out() -> Path:
     """$OUT/gpu-check where $OUT is set (the device machine's output folder), else under the temporary folder."""
     import tempfile
@@ -497,7 +524,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the accuracy pass (mAP on the val split) of each cell",
     )
+    ap.add_argument(
+        "--executorch-only",
+        action="store_true",
+        help="only the ExecuTorch CUDA exports (full and backbone-only) of --sizes at --shape, as isolated "
+        "exports; no self-check (runs without a GPU too: each export is then a skip with its reason)",
+    )
     args = ap.parse_args(argv)
+    if args.executorch_only:
+        return executorch_only(args)
 
     not_run: list[str] = []
     try:
