@@ -209,3 +209,11 @@ def test_gpu_wheels_size_check_both_ways(tmp_path):
     assert over.returncode == 1 and "over the limit" in over.stderr
     bad = subprocess.run(["bash", str(WHEELS), "--limit-mb", "lots"], capture_output=True, text=True)
     assert bad.returncode == 2 and "whole number" in bad.stderr
+
+
+def test_the_docs_wheel_list_is_the_kit_and_fits():
+    """docs/gpu.md named opencv-python-headless and polars for the GPU machine (over 100 MB together, defect 9)."""
+    doc = (REPO / "docs" / "gpu.md").read_text()
+    assert "scripts/gpu_wheels.sh" in doc and "benchmarks/gpu_once.sh" in doc
+    assert "pip download --no-deps -d wheelhouse" not in doc
+    assert not re.search(r"pip (download|install)[^\n]*(polars|opencv-python-headless)", doc)
