@@ -1,6 +1,6 @@
 """Check the harness's GPU measurements on a machine with an NVIDIA GPU (see docs/gpu.md).
 
-    python benchmarks/gpu_check.py [--sizes n,s] [--shape 640] [--out DIR]
+    python benchmarks/gpu_check.py [--sizes n,s] [--shape 640] [--out DIR] [--scenarios none] [--no-accuracy]
 
 Two parts:
 
@@ -271,21 +271,34 @@ def self_check(gpu: Gpu) -> list[Row]:
         row.checks.append(f"VIOLATED: {type(e).__name__}: {e}")
     rows.append(row)
 
-    # energy over ~1 s of work, through the energy tracker (its window is start_timed .. stop)
+    # energy over ~1 s of work, through the energy tracker as the attempt drives it (its window is the blocks
+    # resume .. pause between start_timed and stop)
+    def work() -> None:
+        with torch.no_grad():
+            net(x)
+
+    row = energy_check(EnergyTracker(batch=1), work, lambda: torch.cuda.synchronize(gpu.device))
+    rows.append(row)
+    return rows
+
+
+def energy_check(tracker, work, sync, seconds: float = 1.0) -> Row:
+    """The energy tracker over `seconds` of `work` calls, driven as the attempt drives it: start (before load),
+    start_timed, resume (a block of timed rounds begins), the calls, stop (pauses the block). `sync` waits for the
+    device. The figure must be positive, count every call and cover the whole window."""
     row = Row("self: energy counter", "ok")
-    energy = EnergyTracker(batch=1)
-    energy.start()
-    energy.start_timed()
+    tracker.start()
+    tracker.start_timed()
+    tracker.resume()
     n = 0
     t0 = time.perf_counter()
-    with torch.no_grad():
-        while time.perf_counter() - t0 < 1.0:
-            net(x)
-            n += 1
-    torch.cuda.synchronize(gpu.device)
-    energy.stop(n)
-    rec = {}
-    energy.fill(rec)
+    while time.perf_counter() - t0 < seconds:
+        work()
+        n += 1
+    sync()
+    tracker.stop(n)
+    rec: dict = {}
+    tracker.fill(rec)
     e = rec["energy"]
     if e["per_inference_j"] is None:
         why = rec["null_reasons"]["energy.per_inference_j"]
@@ -293,14 +306,13 @@ def self_check(gpu: Gpu) -> list[Row]:
             row.status, row.note = "not supported", why
         else:
             row.checks.append(f"VIOLATED: no energy figure ({why})")
-    else:
-        row.note = (
-            f"{e['per_inference_j'] * 1000:.2f} mJ/call over {e['window_s']:.2f} s, {e['inferences']} calls"
-        )
-        ok = e["per_inference_j"] > 0 and e["inferences"] == n and e["window_s"] >= 1.0
-        row.checks.append(f"{'ok' if ok else 'VIOLATED'}: energy > 0 over the whole window")
-    rows.append(row)
-    return rows
+        return row
+    row.note = (
+        f"{e['per_inference_j'] * 1000:.2f} mJ/call over {e['window_s']:.2f} s, {e['inferences']} calls"
+    )
+    ok = e["per_inference_j"] > 0 and e["inferences"] == n and e["window_s"] >= seconds
+    row.checks.append(f"{'ok' if ok else 'VIOLATED'}: energy > 0 over the whole window")
+    return row
 
 
 # -- part 2: cells -------------------------------------------------------------------------------------------------
@@ -370,7 +382,15 @@ def record_checks(row: Row, rec: dict, torch_allocator: bool) -> None:
         row.checks.append(f"VIOLATED: gpu_snapshot null ({nr.get('gpu_snapshot')})")
 
 
-def run_cells(gpu: Gpu, sizes: list[str], shape: int, out: Path, max_time: float) -> list[Row]:
+def run_cells(
+    gpu: Gpu,
+    sizes: list[str],
+    shape: int,
+    out: Path,
+    max_time: float,
+    scenarios: str = "n640",
+    accuracy: bool = True,
+) -> list[Row]:
     from harness import backends
     from harness.execute.attempt import CellRunner, RunConfig
 
@@ -380,6 +400,8 @@ def run_cells(gpu: Gpu, sizes: list[str], shape: int, out: Path, max_time: float
             results_dir=out,
             cache_dir=out / "cache",
             max_time_s=max_time,
+            scenarios=scenarios,
+            accuracy=accuracy,
         ),
         progress=lambda m: print(f"  {m}", flush=True),
     )
@@ -440,6 +462,41 @@ def executorch_cuda_exports(runner, cell) -> list[Row]:
     return rows
 
 
+def executorch_only(args) -> int:
+    """The ExecuTorch CUDA exports alone (benchmarks/gpu_once.sh's last step): rows in gpu_check.json.
+    Exit status: 0 every export ran (exported or failed: either is the finding); 3 one was skipped here."""
+    from harness.execute.attempt import CellRunner, RunConfig
+
+    missing = missing_model_stack()
+    if missing:
+        print(f"gpu_check: cannot run the exports: missing {', '.join(missing)}")
+        return 3
+    runner = CellRunner(
+        RunConfig(
+            run_id=f"gpu-check-executorch-{time.strftime('%Y%m%dT%H%M%S')}",
+            results_dir=args.out,
+            cache_dir=args.out / "cache",
+        ),
+        progress=lambda m: print(f"  {m}", flush=True),
+    )
+    rows: list[Row] = []
+    for cell in cell_plan([s for s in args.sizes.split(",") if s], args.shape):
+        if cell.backend == "executorch-cuda":
+            rows += executorch_cuda_exports(runner, cell)
+    print_table(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gpu_check.json").write_text(json.dumps({"rows": [asdict(r) for r in rows]}, indent=2))
+    return 3 if any(r.status == "skipped" for r in rows) else 0
+
+
+def default_out() -> Path:
+    """$OUT/gpu-check where $OUT is set (the device machine's output folder), else under the temporary folder."""
+    import tempfile
+
+    base = os.environ.get("OUT")
+    return (Path(base) if base else Path(tempfile.gettempdir())) / "gpu-check"
+
+
 # -- main ----------------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -448,14 +505,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--out",
         type=Path,
-        default=Path(os.environ.get("OUT", "results")) / "gpu-check",
-        help="results, logs and export cache (default $OUT/gpu-check or results/gpu-check)",
+        default=default_out(),
+        help="results, logs and export cache (default $OUT/gpu-check, else gpu-check under the system's temporary "
+        "folder: never inside results/, which holds the runs the history reads)",
     )
     ap.add_argument(
         "--max-time", type=float, default=1.0, help="seconds of timed rounds per cell at most (default 1)"
     )
     ap.add_argument("--self-check-only", action="store_true", help="skip the model cells")
+    ap.add_argument(
+        "--scenarios",
+        choices=("n640", "all", "none"),
+        default="n640",
+        help="which cells run the use-case scenarios (default n640: yolo26n at 640; none saves minutes)",
+    )
+    ap.add_argument(
+        "--no-accuracy",
+        action="store_true",
+        help="skip the accuracy pass (mAP on the val split) of each cell",
+    )
+    ap.add_argument(
+        "--executorch-only",
+        action="store_true",
+        help="only the ExecuTorch CUDA exports (full and backbone-only) of --sizes at --shape, as isolated "
+        "exports; no self-check (runs without a GPU too: each export is then a skip with its reason)",
+    )
     args = ap.parse_args(argv)
+    if args.executorch_only:
+        return executorch_only(args)
 
     not_run: list[str] = []
     try:
@@ -485,7 +562,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             try:
                 rows += run_cells(
-                    gpu, [s for s in args.sizes.split(",") if s], args.shape, args.out, args.max_time
+                    gpu,
+                    [s for s in args.sizes.split(",") if s],
+                    args.shape,
+                    args.out,
+                    args.max_time,
+                    scenarios=args.scenarios,
+                    accuracy=not args.no_accuracy,
                 )
             except Exception as e:  # report what ran; the traceback says where it stopped
                 traceback.print_exc()

@@ -37,10 +37,18 @@ def test_gpu_trackers_do_not_apply_to_cpu_cells_and_energy_says_why():
     assert [type(t) for t in trackers_for(CPU_CELL)][1:] == [EnergyNotMeasured]
     rec = new_record("r", CPU_CELL, "random-init:0")
     energy.fill(rec)
-    assert rec["energy"] == {"per_inference_j": None, "window_s": None, "inferences": None, "source": ""}
+    assert rec["energy"] == {
+        "per_inference_j": None,
+        "window_s": None,
+        "inferences": None,
+        "source": "",
+        "net_per_inference_j": None,
+        "idle_power_w": None,
+    }
     why = rec["null_reasons"]["energy.per_inference_j"]
     assert why.startswith("not measured: CPU cell; no energy counter is read for CPUs")
     assert rec["null_reasons"]["energy.window_s"] == rec["null_reasons"]["energy.inferences"] == why
+    assert rec["null_reasons"]["energy.net_per_inference_j"] == why
     intel = EnergyTracker.for_cell(Cell("n", "detect", "e2e", "openvino", "gpu", S320))
     assert "not measured: gpu cell" in intel.reason and "NVIDIA" in intel.reason
 

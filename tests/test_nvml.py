@@ -337,6 +337,7 @@ def test_gpu_memory_tracker_fills_peaks_over_the_baseline_before_load():
     assert mem["host_peak_rss_mib"] == 900.0, "the host tracker's figures are kept"
     assert mem["source"].startswith("kernel peak-RSS high-water mark; NVML device-wide and this process's")
     assert "peaks over the baseline before load" in mem["source"]
+    assert "to the end of 10 timed rounds" in mem["source"]
     assert not any(k.startswith("memory.") for k in rec["null_reasons"])
     assert rec["gpu_snapshot"]["sm_clock_mhz"] == 1980 and "gpu_snapshot" not in rec["null_reasons"]
     assert not t.sampler._thread.is_alive()
@@ -507,3 +508,77 @@ def test_a_failing_nvml_init_is_a_reason():
     ):
         nvml_module(Broken([]))
     assert nvml_reason(FakeNvml([])) == "NVML reports no GPU"
+
+
+def test_gpu_memory_tracker_stopped_before_the_timed_rounds_says_so():
+    """In a workload the tracker stops after warm-up (solo_only): its record says the timed rounds are not in it."""
+    from harness.execute.workload import _stop_solo
+    from harness.measure.gpu_memory import GpuMemoryTracker
+
+    h = device("00000000:3B:00.0", used=[10 * GiB], procs=[(PID, GiB)])
+    t = GpuMemoryTracker(nvml=FakeNvml([h]), handle=h, cuda=FakeAllocator(), hz=500)
+    assert t.solo_only
+    t.start()
+    s = SimpleNamespace(trackers=[t], rec={})
+    _stop_solo(s)  # what a workload does before the next runner loads
+    src = s.rec["memory"]["source"]
+    assert "to the end of warm-up" in src and "the timed rounds are not in it" in src
+    assert "timed rounds are not" in src.split(";")[-1]  # the allocator figures' window too
+    assert s.trackers == []
+
+
+# -- idle power and net energy (issue 24, defect 8) ------------------------------------------------------------------
+class PowerNvml(FakeNvml):
+    """Power readings scripted per call (mW); an exception instance raises."""
+
+    def __init__(self, devices, power) -> None:
+        super().__init__(devices)
+        self.power = power
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        if isinstance(self.power, Exception):
+            raise self.power
+        return self.power.pop(0) if len(self.power) > 1 else self.power[0]
+
+
+def test_idle_power_is_the_median_of_the_readings_over_the_window():
+    from harness.measure.nvml import idle_power_w
+
+    h = device("00000000:3B:00.0")
+    # a spike and a dip among steady readings: the median ignores both
+    nvml = PowerNvml([h], [70_000, 71_000, 400_000, 69_000, 70_500, 5_000, 70_000])
+    assert idle_power_w(h, nvml, seconds=0.3, hz=20) == pytest.approx(70.0)
+    with pytest.raises(NvmlUnavailable, match="power reading not available"):
+        idle_power_w(h, PowerNvml([h], NotSupported()), seconds=0)
+
+
+def test_energy_tracker_records_gross_and_net_energy_per_inference():
+    from harness.measure.energy import EnergyTracker
+
+    h = device("00000000:3B:00.0", energy=[0])
+    t = EnergyTracker(batch=1, nvml=PowerNvml([h], [60_000]), handle=h, min_window_s=0.0, idle_s=0.1)
+    t.start()  # idle: 60 W
+    t.start_timed()
+    h["energy"] = [1000]
+    t.resume()
+    time.sleep(0.05)
+    h["energy"] = [11_000]  # 10 J over the block
+    t.pause()
+    t.stop(10)
+    t.fill(rec := {})
+    e = rec["energy"]
+    assert e["per_inference_j"] == pytest.approx(1.0) and e["idle_power_w"] == pytest.approx(60.0)
+    assert e["net_per_inference_j"] == pytest.approx((10.0 - 60.0 * e["window_s"]) / 10)
+    assert e["net_per_inference_j"] < e["per_inference_j"] and "idle power (60.0 W" in e["source"]
+    # the other way: no power reading: the gross figure stays, the net one is null with the reason
+    h["energy"] = [0]
+    t = EnergyTracker(batch=1, nvml=PowerNvml([h], NotSupported()), handle=h, min_window_s=0.0, idle_s=0.0)
+    t.start()
+    t.start_timed()
+    t.resume()
+    h["energy"] = [5000]
+    t.stop(5)
+    t.fill(rec := {})
+    assert rec["energy"]["per_inference_j"] == pytest.approx(1.0)
+    assert rec["energy"]["net_per_inference_j"] is None
+    assert rec["null_reasons"]["energy.net_per_inference_j"].startswith("power reading not available")

@@ -17,8 +17,9 @@ from typing import ClassVar
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.cuda_streams import per_stream_calls
 from harness.backends._shared.precision import graph_value_dtypes, torch_dtype_counts, verdict
-from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
+from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams
 from harness.backends.torch_eager import flatten_outputs, set_tf32
 from harness.core.threads import GPU_CELL_REASON, apply_torch, torch_threads
 
@@ -29,6 +30,9 @@ DYNAMIC_EXAMPLE = 640  # example height/width when a dynamic request carries no 
 
 class AotiRunner(Runner):
     """A loaded AOTInductor package. Inputs are placed on the device in `prepare`, outside the timed region."""
+
+    #: torch.cuda's stream API for `streams` (None: torch.cuda itself; the CPU tests give a fake)
+    cuda_api = None
 
     def __init__(self, compiled, device: str, dtype, export_info: dict | None = None) -> None:
         import torch
@@ -69,6 +73,18 @@ class AotiRunner(Runner):
 
     def outputs(self, result) -> list[np.ndarray]:
         return flatten_outputs(result)
+
+    def streams(self, n: int) -> Streams:
+        if not self._cuda:
+            return super().streams(n)
+        return per_stream_calls(
+            self.run,
+            self.device,
+            n,
+            f"{n} CUDA streams, one per thread (the package's kernels launch on the calling thread's current "
+            "stream; its loader holds one model instance, so the host side of the calls takes turns)",
+            cuda=self.cuda_api,
+        )
 
 
 def aoti_precision(export_info: dict, device: str) -> tuple[str | None, str, dict | None]:

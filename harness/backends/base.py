@@ -102,6 +102,8 @@ class Runner(ABC):
     timing_scope: str = "model"
     #: seconds of JIT compilation done in `load` (torch.compile, TensorRT EP engine build); None: no JIT step
     compile_s: float | None = None
+    #: why `compile_s` is None for a backend that does compile (None: the default reason, no JIT step)
+    compile_reason: str | None = None
     #: True when `run` enqueues on torch's current CUDA stream (CUDA events can then split host wait from work)
     torch_stream: bool = False
 
@@ -214,7 +216,11 @@ def library_version(module: str) -> str | None:
     """Installed version of a distribution/module, without importing it."""
     from importlib import metadata
 
-    names = {"onnxruntime": ("onnxruntime", "onnxruntime-gpu"), "tensorrt": ("tensorrt", "tensorrt-cu12")}
+    # TensorRT's wheels: the `tensorrt` metapackage, or the CUDA-specific package alone
+    names = {
+        "onnxruntime": ("onnxruntime", "onnxruntime-gpu"),
+        "tensorrt": ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11"),
+    }
     for dist in names.get(module, (module,)):
         try:
             return metadata.version(dist)

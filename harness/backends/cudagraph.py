@@ -1,6 +1,7 @@
 """CUDA-graph variants of the torch-based backends (`torch-eager-cudagraph`, `aoti-cudagraph`), CUDA only.
 
-`CudaGraphRunner` captures a torch-based runner's call once in a `torch.cuda.CUDAGraph` and replays it per round;
+`CudaGraphRunner` captures a torch-based runner's call once per input shape in a `torch.cuda.CUDAGraph` and replays
+it per call;
 `cudagraph_backend(Base)` makes a `<name>-cudagraph` backend of it. Each variant is a backend of its own because
 its latency is a different measurement (a replay has no per-kernel launch cost), and a backend name is an axis
 value of the cell id. Replays run on torch's current stream (`torch_stream = True`), so the CUDA-event tracker
@@ -10,34 +11,59 @@ value of the cell id. Replays run on torch's current stream (`torch_stream = Tru
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.cuda_streams import per_stream_calls
 from harness.backends.aoti import Aoti
-from harness.backends.base import Backend, Runner
+from harness.backends.base import Backend, Runner, Streams
 from harness.backends.torch_eager import TorchEager
 
 log = logging.getLogger(__name__)
 
 
-class CudaGraphRunner(Runner):
-    """Wraps a torch-based runner: its call is captured once in a `torch.cuda.CUDAGraph` and replayed per round.
+@dataclass
+class Captured:
+    """One captured graph: its static input (inputs are copied in) and the static outputs each replay rewrites."""
 
-    Capture happens in `prepare` (outside the timed region), after `warmup` eager calls on a side stream (lazy
-    initialisation, cuBLAS/cuDNN workspaces and autotuning must not be captured). The input tensor returned by
-    `prepare` is the graph's static input: a different tensor given to `run` is copied into it first. Outputs are
-    the graph's static outputs, overwritten by the next replay. A call that synchronises with the host or changes
-    shape cannot be captured: capture then raises, and the cell fails with that error.
+    graph: Any
+    static_in: Any
+    static_out: Any
+
+
+def shape_key(t) -> tuple:
+    """What a graph is specialised to: the input's shape and dtype (a replay reads the same addresses)."""
+    return tuple(t.shape), str(t.dtype)
+
+
+class CudaGraphRunner(Runner):
+    """Wraps a torch-based runner: its call is captured once per input shape in a `torch.cuda.CUDAGraph` and
+    replayed per call.
+
+    `prepare` places the input on the device (the inner runner's host-to-device copy: what the end-to-end h2d stage
+    measures); the first time it meets a shape it also captures that shape's graph, after `warmup` eager calls on a
+    side stream (lazy initialisation, cuBLAS/cuDNN workspaces and autotuning must not be captured), into static
+    input and output buffers of its own. `run` copies the prepared input into the graph's static input (one
+    device-to-device copy, part of the model stage) and replays; the outputs are the graph's static outputs,
+    overwritten by the next replay. Every later `prepare` of that shape (the e2e h2d stage, the accuracy pass, every
+    scenario query) is a copy, never a capture. `streams(n)` gives each stream its own CUDA stream and its own
+    graphs, captured on that stream before the scenario starts. A call that synchronises with the host cannot be
+    captured: capture then raises, and the cell fails with that error. `cuda` is torch.cuda (a fake of its graph
+    and stream API in the CPU tests).
     """
 
-    def __init__(self, inner: Runner, device: Any = "cuda", warmup: int = 3) -> None:
+    def __init__(self, inner: Runner, device: Any = "cuda", warmup: int = 3, cuda: Any = None) -> None:
         import torch
 
         self.inner = inner
         self.device = torch.device(device)
         self.warmup = warmup
+        self.cuda = cuda or torch.cuda
         # what the inner runner read from its runtime holds for the replays too (the graph runs the same kernels)
         self.precision_executed = inner.precision_executed
         self.precision_source = inner.precision_source
@@ -45,49 +71,93 @@ class CudaGraphRunner(Runner):
         self.timing_scope = inner.timing_scope
         self.compile_s = inner.compile_s
         self.torch_stream = True  # replays on torch's current stream
-        self.graph = None
-        self.static_in = None
-        self.static_out = None
+        self.graphs: dict[tuple, Captured] = {}  # on the caller's current stream, by shape_key
+        self.stream_graphs: dict[int, dict[tuple, Captured]] = {}  # scenario stream i -> its own graphs
+        self._lock = threading.Lock()  # captures are one at a time (a capture must not see another's kernels)
+        self.captures = 0
 
     def cpu_threads(self) -> tuple[int | None, str]:
         return self.inner.cpu_threads()
 
-    def prepare(self, x: np.ndarray):
-        import torch
-
-        static_in = self.inner.prepare(x)
-        current = torch.cuda.current_stream(self.device)
-        side = torch.cuda.Stream(self.device)
+    def capture(self, example) -> Captured:
+        """Capture the inner runner's call on a static copy of `example`, on the current stream."""
+        cuda = self.cuda
+        static_in = example.clone()
+        current = cuda.current_stream(self.device)
+        side = cuda.Stream(self.device)
         side.wait_stream(current)
-        with torch.cuda.stream(side):
+        with cuda.stream(side):
             for _ in range(self.warmup):
                 self.inner.run(static_in)
         current.wait_stream(side)
-        torch.cuda.synchronize(self.device)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self.static_out = self.inner.run(static_in)
-        self.graph = graph
-        self.static_in = static_in
-        return static_in
+        cuda.synchronize(self.device)
+        graph = cuda.CUDAGraph()
+        with cuda.graph(graph):
+            static_out = self.inner.run(static_in)
+        cuda.synchronize(self.device)
+        self.captures += 1
+        return Captured(graph, static_in, static_out)
+
+    def _captured(self, table: dict[tuple, Captured], example) -> Captured:
+        key = shape_key(example)
+        got = table.get(key)
+        if got is None:
+            with self._lock:
+                got = table.get(key)
+                if got is None:
+                    got = table[key] = self.capture(example)
+        return got
+
+    def prepare(self, x: np.ndarray):
+        prepared = self.inner.prepare(x)  # the host-to-device copy
+        self._captured(self.graphs, prepared)  # a new shape: captured once, outside any timed call
+        return prepared
+
+    @staticmethod
+    def replay(captured: Captured, prepared):
+        if prepared is not captured.static_in:
+            captured.static_in.copy_(prepared)
+        captured.graph.replay()
+        return captured.static_out
 
     def run(self, prepared):
-        if prepared is not self.static_in:
-            self.static_in.copy_(prepared)
-        self.graph.replay()
-        return self.static_out
+        return self.replay(self._captured(self.graphs, prepared), prepared)
 
     def synchronize(self) -> None:
-        import torch
-
-        torch.cuda.synchronize(self.device)
+        self.cuda.synchronize(self.device)
 
     def outputs(self, result) -> list[np.ndarray]:
         return self.inner.outputs(result)
 
+    def streams(self, n: int) -> Streams:
+        """`n` streams, each with its own CUDA stream and its own graphs (captured now, on that stream, for every
+        shape captured so far; kept for later calls of `streams`)."""
+        cuda = self.cuda
+        examples = [c.static_in for c in self.graphs.values()]
+
+        def make(i: int, stream) -> Callable[[Any], Any]:
+            table = self.stream_graphs.setdefault(i, {})
+            with cuda.stream(stream):
+                for example in examples:
+                    self._captured(table, example)
+
+            def call(prepared):
+                return self.replay(self._captured(table, prepared), prepared)
+
+            return call
+
+        return per_stream_calls(
+            self.run,
+            self.device,
+            n,
+            f"{n} CUDA streams, one per thread, each replaying a graph captured on its own stream",
+            cuda=cuda,
+            make_fn=make,
+        )
+
     def close(self) -> None:
-        self.graph = None
-        self.static_in = self.static_out = None
+        self.graphs.clear()
+        self.stream_graphs.clear()
         self.inner.close()
 
 

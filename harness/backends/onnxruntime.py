@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.ort_cuda import preload_cuda_libraries, require_provider
 from harness.backends._shared.precision import verdict
 from harness.backends._shared.ultralytics_export import export_with_ultralytics
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams
@@ -212,9 +213,12 @@ class OnnxRuntime(Backend):
             # TF32 off for fp32 cells, as for the torch backends: fp32 means IEEE fp32 convolutions and matmuls
             # (the CUDA EP's use_tf32 defaults to on).
             provider = (PROVIDER["cuda"], {"device_id": 0, "use_tf32": int(cell.precision != "fp32")})
+            preload_cuda_libraries(ort)
         session = ort.InferenceSession(str(artifact), sess_options=session_options(), providers=[provider])
         if cell.device == "cuda":
             from harness.backends._shared.ort_iobinding import OrtIOBindingRunner
+
+            require_provider(session, PROVIDER["cuda"])  # no silent CPU fallback recorded as CUDA
 
             executed, source, detail = graph_precision(artifact, session)
             if detail is not None:

@@ -15,15 +15,33 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.ort_cuda import preload_cuda_libraries, require_provider
 from harness.backends._shared.ort_iobinding import OrtIOBindingRunner
 from harness.backends._shared.ultralytics_export import export_with_ultralytics
-from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
+from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, library_version
 from harness.backends.onnxruntime import graph_counts, session_options
 
 log = logging.getLogger(__name__)
 
 TRT_EP = "TensorrtExecutionProvider"
 CUDA_EP = "CUDAExecutionProvider"
+#: the TensorRT major version onnxruntime-gpu's TensorRT EP is built against (1.20 to 1.31: TensorRT 10, whose
+#: libnvinfer.so.10 it opens by soname); the gpu extra pins tensorrt to the same major
+EP_TENSORRT_MAJOR = 10
+
+
+def tensorrt_mismatch(ort_version: str | None, trt_version: str | None) -> str | None:
+    """Why the installed TensorRT cannot serve onnxruntime-gpu's TensorRT EP (both versions named), or None."""
+    if trt_version is None:
+        return None  # preload_tensorrt says what is missing
+    major = int(trt_version.split(".")[0])
+    if major != EP_TENSORRT_MAJOR:
+        return (
+            f"onnxruntime-gpu {ort_version}'s TensorRT EP loads TensorRT {EP_TENSORRT_MAJOR} "
+            f"(libnvinfer.so.{EP_TENSORRT_MAJOR}), and the installed tensorrt is {trt_version}: install "
+            f"tensorrt>={EP_TENSORRT_MAJOR},<{EP_TENSORRT_MAJOR + 1} (the gpu extra's pin)"
+        )
+    return None
 
 
 def preload_tensorrt() -> str | None:
@@ -110,7 +128,8 @@ class OnnxRuntimeTensorRT(Backend):
             from harness.measure.nvml import nvml_reason
 
             return f"no NVIDIA GPU visible ({nvml_reason() or 'NVML lists none'})"
-        return preload_tensorrt()
+        mismatch = tensorrt_mismatch(library_version("onnxruntime"), library_version("tensorrt"))
+        return mismatch or preload_tensorrt()
 
     def export(self, req: ExportRequest) -> ExportResult:
         import onnx
@@ -125,14 +144,12 @@ class OnnxRuntimeTensorRT(Backend):
         import onnxruntime as ort
 
         preload_tensorrt()
+        preload_cuda_libraries(ort)
         so = session_options()
         providers = [(TRT_EP, trt_provider_options(cell)), (CUDA_EP, {"device_id": 0})]
         t0 = time.perf_counter()
         session = ort.InferenceSession(str(artifact), sess_options=so, providers=providers)
-        if session.get_providers()[0] != TRT_EP:
-            raise RuntimeError(
-                f"the TensorRT EP did not initialise (session providers: {', '.join(session.get_providers())})"
-            )
+        require_provider(session, TRT_EP)
         inp = session.get_inputs()[0]
         dtype = np.float16 if "float16" in inp.type else np.float32
         dummy = np.zeros((cell.batch, 3, cell.shape.height or 640, cell.shape.width or 640), dtype=dtype)

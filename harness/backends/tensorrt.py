@@ -17,13 +17,15 @@ import re
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.cuda_streams import per_stream_calls
 from harness.backends._shared.precision import verdict
 from harness.backends._shared.ultralytics_export import export_with_ultralytics
-from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, library_version
+from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams, library_version
 from harness.core.threads import GPU_CELL_REASON
 
 log = logging.getLogger(__name__)
@@ -85,12 +87,13 @@ INSPECTOR_SOURCE = (
 
 
 @contextmanager
-def detailed_layer_information(build_flags: dict):
+def detailed_layer_information(build_flags: dict, tf32_off: bool = False):
     """Build engines with ProfilingVerbosity.DETAILED, so that the engine inspector can list each layer's types.
 
     ultralytics asks for DETAILED only for int8 engines; otherwise the inspector lists layer names only. The setting
-    adds layer metadata to the plan and does not change the kernels chosen. `build_flags` receives the TF32
-    builder flag as TensorRT set it (TensorRT allows TF32 for fp32 layers by default).
+    adds layer metadata to the plan and does not change the kernels chosen. TensorRT allows TF32 for fp32 layers by
+    default: `tf32_off` (fp32 cells, as for torch: fp32 means IEEE fp32 convolutions and matmuls) clears the
+    builder flag. `build_flags` receives the TF32 flag as the build used it, and whether it was cleared.
     """
     import tensorrt as trt
 
@@ -106,7 +109,10 @@ def detailed_layer_information(build_flags: dict):
             config = self._builder.create_builder_config()
             config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
             try:
+                if tf32_off:
+                    config.clear_flag(trt.BuilderFlag.TF32)
                 build_flags["tf32"] = bool(config.get_flag(trt.BuilderFlag.TF32))
+                build_flags["tf32_cleared"] = tf32_off
             except Exception:  # a TensorRT without the flag (strongly typed only)
                 build_flags["tf32"] = None
             return config
@@ -189,16 +195,65 @@ def _torch_dtype(trt, dtype):
     return torch.from_numpy(np.empty(0, dtype=trt.nptype(dtype))).dtype
 
 
-class TensorRTRunner(Runner):
-    """An execution context with its I/O tensor addresses bound to torch CUDA tensors (TensorRT 10 named I/O)."""
+class ContextIO:
+    """An execution context with device buffers of its own, bound once per input shape (one per stream)."""
 
-    def __init__(self, engine, context, device: str, build_info: dict | None = None) -> None:
+    def __init__(self, runner: TensorRTRunner, context) -> None:
+        self.runner = runner
+        self.context = context
+        self.shape: tuple | None = None
+        self.input = None
+        self.outputs: list = []
+
+    def bind(self, t) -> None:
+        """Buffers for `t`'s shape, their addresses set in the context (a new shape only)."""
+        import torch
+
+        shape = tuple(t.shape)
+        if shape == self.shape:
+            return
+        r = self.runner
+        name = r.input_names[0]
+        if -1 in tuple(r.engine.get_tensor_shape(name)) and not self.context.set_input_shape(name, shape):
+            raise ValueError(f"input shape {shape} is outside the engine's optimization profile")
+        self.input = torch.empty(shape, dtype=r._dtypes[name], device=r.device)
+        self.context.set_tensor_address(name, self.input.data_ptr())
+        self.outputs = []
+        for out in r.output_names:
+            buf = torch.empty(
+                tuple(self.context.get_tensor_shape(out)), dtype=r._dtypes[out], device=r.device
+            )
+            self.context.set_tensor_address(out, buf.data_ptr())
+            self.outputs.append(buf)
+        self.shape = shape
+
+    def run(self, prepared, stream_handle: int) -> list:
+        self.bind(prepared)
+        self.input.copy_(prepared)  # on the stream that runs the engine (its current stream)
+        if not self.context.execute_async_v3(stream_handle):
+            raise RuntimeError("TensorRT execute_async_v3 failed")
+        return self.outputs
+
+
+class TensorRTRunner(Runner):
+    """Execution contexts with their I/O tensor addresses bound to torch CUDA tensors (TensorRT 10 named I/O).
+
+    `prepare` copies the input to the device (a tensor of its own, touching no context, so several threads can
+    prepare at once); `run` copies it into the context's input buffer and enqueues the engine on torch's current
+    stream. `streams(n)` gives each stream an execution context of its own (with its own buffers) on a CUDA stream
+    of its own (one context rebound from several threads was a race). `cuda` is torch.cuda (a fake in the CPU
+    tests).
+    """
+
+    def __init__(
+        self, engine, context, device: str, build_info: dict | None = None, cuda: Any = None
+    ) -> None:
         import tensorrt as trt
         import torch
 
         self.engine = engine
-        self.context = context
         self.device = torch.device(device)
+        self.cuda = cuda or torch.cuda
         self.precision_executed, self.precision_source, self.precision_detail = engine_precision(
             engine, context, build_info or {}
         )
@@ -211,8 +266,13 @@ class TensorRTRunner(Runner):
         if len(self.input_names) != 1:
             raise RuntimeError(f"expected one engine input, found {self.input_names}")
         self._dtypes = {n: _torch_dtype(trt, engine.get_tensor_dtype(n)) for n in names}
-        self._input = None
-        self._outputs: list = []
+        self.main = ContextIO(self, context)
+        self.stream_contexts: dict[int, ContextIO] = {}
+
+    @property
+    def context(self):
+        """The execution context of single-stream calls."""
+        return self.main.context
 
     def cpu_threads(self) -> tuple[int | None, str]:
         return None, GPU_CELL_REASON
@@ -222,42 +282,42 @@ class TensorRTRunner(Runner):
 
         name = self.input_names[0]
         t = torch.from_numpy(np.array(x)).to(self.device, self._dtypes[name]).contiguous()
-        if -1 in tuple(self.engine.get_tensor_shape(name)) and not self.context.set_input_shape(
-            name, tuple(t.shape)
-        ):
-            raise ValueError(f"input shape {tuple(t.shape)} is outside the engine's optimization profile")
-        self.context.set_tensor_address(name, t.data_ptr())
-        self._outputs = []
-        for out in self.output_names:
-            buf = torch.empty(
-                tuple(self.context.get_tensor_shape(out)), dtype=self._dtypes[out], device=self.device
-            )
-            self.context.set_tensor_address(out, buf.data_ptr())
-            self._outputs.append(buf)
-        self._input = t
+        self.main.bind(t)  # a new shape: buffers and addresses set now, outside any timed call
         return t
 
-    def run(self, prepared):
-        import torch
+    def _stream_handle(self) -> int:
+        return self.cuda.current_stream(self.device).cuda_stream
 
-        if prepared is not self._input:
-            self._input.copy_(prepared)
-        if not self.context.execute_async_v3(torch.cuda.current_stream(self.device).cuda_stream):
-            raise RuntimeError("TensorRT execute_async_v3 failed")
-        return self._outputs
+    def run(self, prepared):
+        return self.main.run(prepared, self._stream_handle())
 
     def synchronize(self) -> None:
-        import torch
-
-        torch.cuda.synchronize(self.device)
+        self.cuda.synchronize(self.device)
 
     def outputs(self, result) -> list[np.ndarray]:
         return [r.detach().float().cpu().numpy() for r in result]
 
+    def streams(self, n: int) -> Streams:
+        def make(i: int, stream):
+            io = self.stream_contexts.get(i)
+            if io is None:
+                io = self.stream_contexts[i] = ContextIO(self, self.engine.create_execution_context())
+            if self.main.input is not None:
+                io.bind(self.main.input)  # the shape known so far: bound before the scenario starts
+            return lambda prepared: io.run(prepared, stream.cuda_stream)
+
+        return per_stream_calls(
+            self.run,
+            self.device,
+            n,
+            f"{n} execution contexts of one engine, each with its own buffers on a CUDA stream of its own",
+            cuda=self.cuda,
+            make_fn=make,
+        )
+
     def close(self) -> None:
-        self._input = None
-        self._outputs = []
-        self.context = None
+        self.main = ContextIO(self, None)
+        self.stream_contexts.clear()
         self.engine = None
 
 
@@ -312,7 +372,7 @@ class TensorRT(Backend):
                 raise RuntimeError(reason)
             kwargs["data"] = data
         build_flags: dict = {}
-        with detailed_layer_information(build_flags):
+        with detailed_layer_information(build_flags, tf32_off=req.precision == "fp32"):
             path = export_with_ultralytics(req, "engine", **kwargs)
         meta, _ = read_engine_file(path)
         args = meta.get("args", {})
@@ -324,6 +384,7 @@ class TensorRT(Backend):
                 "dynamic": args.get("dynamic"),
                 "imgsz": meta.get("imgsz"),
                 "tf32_builder_flag": build_flags.get("tf32"),
+                "tf32_cleared_for_fp32": build_flags.get("tf32_cleared"),
             },
         )
 

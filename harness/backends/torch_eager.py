@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.cuda_streams import per_stream_calls
 from harness.backends._shared.precision import torch_dtype_counts, verdict
 from harness.backends.base import Backend, Runner, Streams
 from harness.core.threads import GPU_CELL_REASON, apply_torch, torch_threads
@@ -64,6 +65,9 @@ def torch_precision(tensors, device: str) -> tuple[str | None, str, dict]:
 class TorchRunner(Runner):
     """Runs an nn.Module on a device; inputs are moved to the device before timing."""
 
+    #: torch.cuda's stream API for `streams` (None: torch.cuda itself; the CPU tests give a fake)
+    cuda_api = None
+
     def __init__(self, model, device: str, dtype) -> None:
         import torch
 
@@ -102,18 +106,24 @@ class TorchRunner(Runner):
     def outputs(self, result) -> list[np.ndarray]:
         return flatten_outputs(result)
 
+    def stream_call(self, prepared):
+        """One call of a scenario stream (several threads at once): the module under inference_mode."""
+        import torch
+
+        with torch.inference_mode():
+            return self.model(prepared)
+
     def streams(self, n: int) -> Streams:
         if self._cuda:
-            return super().streams(n)  # CUDA streams per thread: the GPU issue's to measure
-
-        def call(prepared):
-            import torch
-
-            with torch.inference_mode():
-                return self.model(prepared)
-
+            return per_stream_calls(
+                self.stream_call,
+                self.device,
+                n,
+                f"{n} CUDA streams, one per thread: each call enqueues on its own stream and waits for it only",
+                cuda=self.cuda_api,
+            )
         return Streams(
-            [call] * n,
+            [self.stream_call] * n,
             f"one nn.Module called from {n} threads at once under inference_mode (PyTorch's CPU kernels release "
             "the GIL; each call uses the intra-op thread pool)",
         )

@@ -201,12 +201,17 @@ class Memory:
 
 @dataclass
 class Energy:
-    """The `energy` section: joules per inference over the timed rounds, and how they were read."""
+    """The `energy` section: joules per inference over the timed rounds (gross: the whole GPU's counter; net: less
+    the idle power read before the workload times the window), and how they were read."""
 
     per_inference_j: float | None = None
     window_s: float | None = None
     inferences: int | None = None
     source: str = ""
+    #: per_inference_j less idle_power_w x window_s per inference (what the inferences added over idling)
+    net_per_inference_j: float | None = None
+    #: the GPU's power draw before the workload loaded (median of NVML readings over IDLE_S seconds), watts
+    idle_power_w: float | None = None
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -19,6 +19,16 @@ from harness.execute.stages import Attempt
 log = logging.getLogger(__name__)
 
 MAX_REMEDY_CHAIN = 3
+#: failure classes no remedy is tried on: the harness broke the cell, so a workaround that then "works" would be
+#: a false compatibility finding about the model or the runtime
+HARNESS_CLASSES = frozenset({"harness_error"})
+
+
+def harness_caused(failed: dict) -> bool:
+    """True when the failure of record `failed` was the harness's own (its class, or a crash in the harness)."""
+    f = failed.get("failure") or {}
+    return f.get("class") in HARNESS_CLASSES or f.get("stage") == "harness"
+
 
 # Tries one remedy attempt; returns its records (the attempt's own first) and whether the walk is done.
 TryAttempt = Callable[[Attempt], tuple[list[dict], bool]]
@@ -52,7 +62,10 @@ def next_remedy(
     dynamic: bool,
     select: Callable[[Remedy], bool] = lambda r: True,
 ) -> Remedy | None:
-    """The first remedy of the ladder that matches this failure, passes `select` and is not applied yet."""
+    """The first remedy of the ladder that matches this failure, passes `select` and is not applied yet; None
+    for a failure the harness caused (`harness_caused`)."""
+    if harness_caused(failed):
+        return None
     f = failed.get("failure") or {}
     target = remedy_attempt(cell, applied, "").cell if applied else cell
     names = {r.name for r in applied}

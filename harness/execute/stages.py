@@ -257,6 +257,8 @@ def load(svc: CellRunner, s: AttemptState) -> bool:
         return fail(svc, s, "load_failed", "load", e)
     s.rec["load_s"] = time.perf_counter() - t0
     s.rec["compile_s"] = s.runner.compile_s
+    if s.runner.compile_s is None and s.runner.compile_reason:
+        s.rec.setdefault("null_reasons", {})["compile_s"] = s.runner.compile_reason
     svc.last_runner = s.runner
     for t in s.trackers:
         bind = getattr(t, "bind", None)

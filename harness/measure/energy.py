@@ -3,8 +3,12 @@
 For a cuda cell: the delta of NVML's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ, whole GPU,
 Volta and newer) over exactly the timed rounds: summed over the runner's blocks of rounds (`resume` .. `pause`;
 other runners' blocks between them are not counted), divided by rounds x batch.
-Fills `energy` = core.record.Energy {per_inference_j, window_s, inferences, source}, or that section with every
-figure None and the reason under `null_reasons["energy.<figure>"]`.
+The counter is the whole GPU's, and a yolo26n call on an H100 draws little beside the idle power, so `start` (right
+before the workload loads) also reads the idle power (median of NVML's power readings over IDLE_S seconds), and
+the section has both figures: `per_inference_j` (gross) and `net_per_inference_j` (gross less idle power x window,
+per inference), with `idle_power_w`.
+Fills `energy` = core.record.Energy {per_inference_j, window_s, inferences, source, net_per_inference_j,
+idle_power_w}, or that section with every figure None and the reason under `null_reasons["energy.<figure>"]`.
 
 For every other cell the factory returns `EnergyNotMeasured`, which fills the section with the reason (no energy
 counter is read for CPUs or non-NVIDIA GPUs), so the attempt never words that reason itself.
@@ -17,9 +21,13 @@ from typing import Any
 
 from harness.core.record import Energy, put, set_null
 from harness.measure.base import Tracker
-from harness.measure.nvml import EnergyMeter, NvmlUnavailable, nvml_for_tracker
+from harness.measure.nvml import EnergyMeter, NvmlUnavailable, idle_power_w, nvml_for_tracker
 
 log = logging.getLogger(__name__)
+
+#: seconds of NVML power readings before each workload for its idle power
+IDLE_S = 2.0
+FIGURES = ("per_inference_j", "window_s", "inferences", "net_per_inference_j", "idle_power_w")
 
 SOURCE = (
     "NVML total-energy counter (nvmlDeviceGetTotalEnergyConsumption) over the timed rounds; whole GPU, so "
@@ -44,7 +52,7 @@ def put_null(rec: dict, reason: str) -> None:
     """The energy section with every figure null, each with `reason`."""
     empty = Energy()
     put(rec, "energy", empty)
-    for key in ("per_inference_j", "window_s", "inferences"):
+    for key in FIGURES:
         set_null(rec, f"energy.{key}", reason)
 
 
@@ -62,15 +70,24 @@ class EnergyNotMeasured(Tracker):
 
 class EnergyTracker(Tracker):
     """GPU energy over the timed rounds. `nvml` and `handle` replace the real lookup in tests; `min_window_s` is
-    the window below which the figure carries a note (the counter advances in coarse steps)."""
+    the window below which the figure carries a note (the counter advances in coarse steps); `idle_s` the seconds
+    of power readings for the idle power in `start`."""
 
     field = "energy"
 
     def __init__(
-        self, batch: int = 1, nvml: Any = None, handle: Any = None, min_window_s: float = 1.0
+        self,
+        batch: int = 1,
+        nvml: Any = None,
+        handle: Any = None,
+        min_window_s: float = 1.0,
+        idle_s: float = IDLE_S,
     ) -> None:
         self.batch = batch
         self.min_window_s = min_window_s
+        self.idle_s = idle_s
+        self.idle_w: float | None = None
+        self.idle_reason: str | None = "the idle power was not read (the tracker did not start)"
         self.nvml, self.handle, self.reason = nvml_for_tracker(nvml, handle)
         self.meter: EnergyMeter | None = None
         self.joules = 0.0
@@ -84,6 +101,17 @@ class EnergyTracker(Tracker):
         if cell.device != "cuda":
             return EnergyNotMeasured(cell.device)
         return cls(batch=cell.batch)
+
+    def start(self) -> None:
+        """Right before the workload loads: the GPU's idle power, for the net figure."""
+        if self.handle is None or self.reason:
+            self.idle_reason = self.reason or "no NVML device"
+            return
+        try:
+            self.idle_w = idle_power_w(self.handle, self.nvml, self.idle_s)
+            self.idle_reason = None
+        except NvmlUnavailable as e:
+            self.idle_w, self.idle_reason = None, str(e)
 
     def start_timed(self) -> None:
         self.meter = None
@@ -142,6 +170,9 @@ class EnergyTracker(Tracker):
                 f"energy window {self.window:.2f} s (the sum of this runner's blocks) is shorter than "
                 f"{self.min_window_s:.1f} s: the NVML counter advances in coarse steps, so the figure is imprecise"
             )
+        net = None
+        if self.idle_w is not None:
+            net = (self.joules - self.idle_w * self.window) / (self.rounds * self.batch)
         put(
             rec,
             "energy",
@@ -149,6 +180,18 @@ class EnergyTracker(Tracker):
                 per_inference_j=self.per_inference_j,
                 window_s=self.window,
                 inferences=self.rounds * self.batch,
-                source=SOURCE + (f"; {note}" if note else ""),
+                source=SOURCE
+                + (
+                    f"; net: less the idle power ({self.idle_w:.1f} W, median of NVML power readings over "
+                    f"{self.idle_s:.0f} s before load) x the window"
+                    if self.idle_w is not None
+                    else ""
+                )
+                + (f"; {note}" if note else ""),
+                net_per_inference_j=net,
+                idle_power_w=self.idle_w,
             ),
         )
+        if self.idle_w is None:
+            for key in ("net_per_inference_j", "idle_power_w"):
+                set_null(rec, f"energy.{key}", self.idle_reason or "the idle power was not read")

@@ -6,13 +6,17 @@ Fills, in the `memory` section (core.record.Memory, MiB):
   load). Device-wide: other processes on the GPU count too.
 - `device_peak_process_mib`: this process's memory in NVML's running-process lists, peak over the baseline.
   Both are sampled at 200 Hz in a thread (harness.measure.host_memory.Sampler with the nvml_probes) from start to
-  stop, so they cover load, warm-up and the timed rounds.
+  stop. In a workload (harness.execute.workload) the tracker is `solo_only`: it stops after its runner's warm-up,
+  before the next runner loads, so the figures cover load, first run and warm-up, not the timed rounds (those run
+  interleaved with the workload's other runners in this one process, where NVML's process figure and torch's
+  allocator peaks would mix the runtimes). Warm-up runs the same calls as the timed rounds, so the peak of a
+  steady-state call is in it. `memory.source` says which window a record's figures cover.
 - `torch_max_allocated_mib`, `torch_max_reserved_mib`: torch's caching allocator, max since the reset at start
   (absolute, not over a baseline; zero-ish for runtimes that do not allocate through torch).
 - `source`: a sentence appended to what the host tracker wrote.
 
-and the top-level `gpu_snapshot` (nvml.gpu_snapshot: clocks, temperature, power, clock-event reasons), read right
-after the last timed round so it describes the state the rounds ran in. Every figure it cannot read is None with
+and the top-level `gpu_snapshot` (nvml.gpu_snapshot: clocks, temperature, power, clock-event reasons), read at stop
+(after warm-up in a workload: the state the timed rounds start in). Every figure it cannot read is None with
 the reason in `null_reasons` (`memory.device_peak_used_mib`, ..., `gpu_snapshot`).
 
 The NVML handle is resolved (and CUDA initialised) when the tracker is created, before any tracker's start, so the
@@ -74,6 +78,7 @@ class GpuMemoryTracker(Tracker):
         self.snapshot: dict | None = None
         self.snapshot_reason: str | None = None
         self.stopped = False
+        self.rounds = 0  # timed rounds inside the window (0: stopped before them)
 
     @classmethod
     def for_cell(cls, cell) -> GpuMemoryTracker | None:
@@ -97,6 +102,7 @@ class GpuMemoryTracker(Tracker):
         if self.stopped:
             return
         self.stopped = True
+        self.rounds = rounds
         if self.sampler is not None:
             self.sampler.stop()
         if self.cuda is not None and self.torch_reason is None:
@@ -151,13 +157,18 @@ class GpuMemoryTracker(Tracker):
                 setattr(mem, key, None)
                 set_null(rec, f"memory.{key}", self.torch_reason or "torch allocator statistics not read")
         how = []
+        window = (
+            f"from before load to the end of {self.rounds} timed rounds"
+            if self.rounds
+            else "from before load to the end of warm-up (load, first run, warm-up; the timed rounds are not in it)"
+        )
         if self.sampler is not None:
             how.append(
                 f"NVML device-wide and this process's memory sampled at {self.sampler.hz:.0f} Hz "
-                f"({self.sampler.samples} samples), peaks over the baseline before load"
+                f"({self.sampler.samples} samples), peaks over the baseline before load, {window}"
             )
         if self.torch_peaks is not None:
-            how.append("torch allocator max allocated/reserved since the reset before load")
+            how.append(f"torch allocator max allocated/reserved since the reset before load, {window}")
         if how:
             mem.source = "; ".join([mem.source, *how] if mem.source else how)
         put(rec, "memory", mem)

@@ -232,6 +232,28 @@ def nvml_probes(handle: Any, pid: int, nvml: Any = None) -> list[PeakProbe]:
 
 
 # -- energy --------------------------------------------------------------------------------------------------------
+def idle_power_w(handle: Any, nvml: Any = None, seconds: float = 2.0, hz: float = 10.0) -> float:
+    """The GPU's power draw (W) as the median of NVML power readings over `seconds` (one reading when 0).
+
+    Read before a workload loads, with nothing of this process running on the GPU: what the device draws idling
+    (other processes on it count too). Raises NvmlUnavailable when the power reading is not supported.
+    """
+    m = nvml_module(nvml)
+    readings: list[float] = []
+    t_end = time.perf_counter() + seconds
+    while True:
+        try:
+            readings.append(float(m.nvmlDeviceGetPowerUsage(handle)) / 1000.0)  # mW
+        except Exception as e:
+            raise NvmlUnavailable(f"power reading not available on this GPU: {_nvml_error_text(e)}") from None
+        if time.perf_counter() >= t_end:
+            break
+        time.sleep(1.0 / hz)
+    readings.sort()
+    n = len(readings)
+    return readings[n // 2] if n % 2 else (readings[n // 2 - 1] + readings[n // 2]) / 2
+
+
 @dataclass
 class EnergyMeter:
     """Energy drawn by the whole GPU between start() and stop(), from nvmlDeviceGetTotalEnergyConsumption (mJ).

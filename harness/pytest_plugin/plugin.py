@@ -434,11 +434,26 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     bench = session.config.stash.get(BENCH_KEY, None)
     if bench is None:
         return
-    bench.selected = [
+    bench.selected = _planned_of(session.items)
+
+
+def _planned_of(items: list) -> list[PlannedCell]:
+    """The planned cells of the collected test items, in order."""
+    return [
         item.callspec.params["cell"]
-        for item in session.items
+        for item in items
         if hasattr(item, "callspec") and isinstance(item.callspec.params.get("cell"), PlannedCell)
     ]
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list) -> list[str] | None:
+    """Under --collect-only: each selected cell's fate here, a skip with its reason or "runs here"
+    (harness.pytest_plugin.preview), so a GPU run can be rehearsed on a machine without a GPU."""
+    if BENCH_KEY not in config.stash or not config.option.collectonly:
+        return None
+    from harness.pytest_plugin.preview import preview_lines
+
+    return preview_lines(_planned_of(items))
 
 
 def _timed_cells(session: BenchSession) -> list[PlannedCell]:

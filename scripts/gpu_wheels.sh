@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Download the pinned wheels the GPU machine lacks (scripts/gpu_wheels.txt: cp312 manylinux x86_64, each with its
+# sha256), then check that the repository's tracked files plus the wheels stay under the limit the device tool
+# carries (60 MB by default). Run here, where a package registry is reachable; the GPU machine has none.
+#
+#   scripts/gpu_wheels.sh [--dest DIR] [--limit-mb N] [--check-only] [--dry-run]
+#
+#   --dest DIR     where the wheels go (default: gpu-wheels beside the repository, outside it)
+#   --limit-mb N   the size limit for repository + wheels (default 60)
+#   --check-only   no download: only the size check of DIR
+#   --dry-run      print the download command instead of running it (then the size check)
+# Exit status: 0 ok; 1 over the limit; 2 bad arguments; else pip's own status.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dest="$(dirname "$repo")/gpu-wheels"
+limit_mb=60
+check_only=0
+dry_run=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --dest) dest=${2:?--dest needs a folder}; shift 2 ;;
+        --limit-mb) limit_mb=${2:?--limit-mb needs a number}; shift 2 ;;
+        --check-only) check_only=1; shift ;;
+        --dry-run) dry_run=1; shift ;;
+        *) echo "gpu_wheels.sh: unknown argument: $1" >&2; exit 2 ;;
+    esac
+done
+[[ "$limit_mb" =~ ^[0-9]+$ ]] || { echo "gpu_wheels.sh: --limit-mb must be a whole number of MB, not $limit_mb" >&2; exit 2; }
+
+pip_cmd=(python3 -m pip download --no-deps --only-binary=:all: --require-hashes
+    --python-version 3.12 --implementation cp --abi cp312
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
+    -d "$dest" -r "$repo/scripts/gpu_wheels.txt")
+if [[ $check_only -eq 0 ]]; then
+    if [[ $dry_run -eq 1 ]]; then
+        echo "${pip_cmd[*]}"
+    else
+        mkdir -p "$dest"
+        "${pip_cmd[@]}"
+    fi
+fi
+
+# the repository as it travels (tracked files) plus the wheels
+repo_bytes=$(git -C "$repo" ls-files -z | (cd "$repo" && xargs -0 stat -c %s 2>/dev/null) | awk '{s += $1} END {print s + 0}')
+wheel_bytes=0
+if [[ -d "$dest" ]]; then
+    wheel_bytes=$(find "$dest" -maxdepth 1 -name '*.whl' -printf '%s\n' | awk '{s += $1} END {print s + 0}')
+fi
+total=$((repo_bytes + wheel_bytes))
+limit=$((limit_mb * 1000 * 1000))
+printf 'repository %.1f MB + wheels %.1f MB = %.1f MB (limit %d MB)\n' \
+    "$(awk "BEGIN {print $repo_bytes / 1e6}")" "$(awk "BEGIN {print $wheel_bytes / 1e6}")" \
+    "$(awk "BEGIN {print $total / 1e6}")" "$limit_mb"
+if [[ $total -gt $limit ]]; then
+    echo "gpu_wheels.sh: over the limit by $(( (total - limit) / 1000 )) kB" >&2
+    exit 1
+fi
