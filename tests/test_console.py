@@ -113,3 +113,32 @@ def test_run_outside_a_checkout_says_so(tmp_path, monkeypatch):
     assert cli.repository(tmp_path) is None
     monkeypatch.chdir(tmp_path)
     assert cli.main_run(["--profile", "quick"]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_console_run_prints_estimates_and_the_report_path(script, tmp_path, cache_dir):
+    """`yolo26-bench run` is the README's main job: a real one-cell run, twice. The first prices from the plan and
+    the export cache, the second from the stage times the first recorded; each ends with the report's path."""
+    results = tmp_path / "results"
+    options = ["--profile", "quick", "--backends", "onnxruntime", "--devices", "cpu", "--no-accuracy"]
+    options += ["--scenarios", "none", "--no-e2e", "--rounds", "10", "--no-history", "-p", "no:randomly"]
+    options += ["--cache-dir", str(cache_dir), "--results-dir", str(results)]
+    outs = []
+    for run_id in ("first", "second"):
+        p = run(script, "run", *options, "--run-id", run_id, cwd=REPO)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        outs.append(p.stdout)
+        last = p.stdout.strip().splitlines()[-1]
+        report = results / "reports" / run_id / "index.html"
+        assert (
+            last.startswith("yolo26-bench: took ") and last.endswith(f"report: {report}") and report.is_file()
+        )
+        assert (results / run_id / "timeline.json").is_file()
+    assert (
+        "estimate: about " in outs[0]
+        and "recorded by run(s)" not in outs[0].split("estimate: about ")[1][:300]
+    )
+    start = next(line for line in outs[1].splitlines() if "estimate: about " in line)
+    assert "recorded by run(s) first" in start
+    assert "left after yolo26n-detect-e2e-cpu-320x320-b1 (1 of 1 workload(s) done" in outs[1]
