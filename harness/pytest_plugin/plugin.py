@@ -20,6 +20,7 @@ from harness.core.results_dir import SUPERSEDED_SUFFIX, RecordWriteError, record
 from harness.execute.attempt import CellRunner, RunConfig, slowdown_factors
 from harness.execute.workload import group, timing_key, workload_label
 from harness.measure.corrupt import corruptions
+from harness.plan.estimate import fmt_duration
 from harness.plan.expected import ExpectedStatus
 from harness.plan.matrix import PlannedCell, build, profile_names
 from harness.pytest_plugin import eta, options
@@ -619,8 +620,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     took = ""
     if session.clock is not None and session.wall_s is not None:
         took = (
-            f"took {eta.est.fmt_duration(session.wall_s)} from the first estimate (which said "
-            f"{eta.est.fmt_duration(session.clock.at_start_s)}); "
+            f"took {fmt_duration(session.wall_s)} from the first estimate (which said "
+            f"{fmt_duration(session.clock.at_start_s)}); "
         )
     where = (
         f"report: {session.report_path}"
