@@ -21,8 +21,9 @@ def _history_db(session: BenchSession) -> Path:
     return default_db_path(session.results_dir)
 
 
-def _render_report(session: BenchSession, tr) -> None:
-    """Import the run into the history (for trends and regressions), then render the report."""
+def _render_report(session: BenchSession, tr) -> Path | None:
+    """Import the run into the history (for trends and regressions), then render the report; its path, or None
+    when there is none."""
     history = None
     if not session.config.getoption("no_history"):
         try:
@@ -35,11 +36,13 @@ def _render_report(session: BenchSession, tr) -> None:
         except Exception as e:  # the records are safe on disk; history is an extra
             tr.write_line(f"history: not imported ({type(e).__name__}: {e})")
     if session.config.getoption("no_report"):
-        return
+        return None
     try:
         from harness.report import render_report
 
         path = render_report([session.run_config.run_dir], session.reports_dir, history=history)
         tr.write_line(f"report: {path}")
+        return Path(path)
     except Exception as e:  # the records are safe on disk; a report bug must not hide them
         tr.write_line(f"report: rendering failed ({type(e).__name__}: {e}); records are intact")
+        return None

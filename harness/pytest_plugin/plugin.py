@@ -32,9 +32,10 @@ from harness.execute.attempt import CellRunner, RunConfig, slowdown_factors
 from harness.execute.isolate import kill_live_workers
 from harness.execute.workload import group, timing_key, workload_label
 from harness.measure.corrupt import corruptions
+from harness.plan.estimate import fmt_duration
 from harness.plan.expected import ExpectedStatus
 from harness.plan.matrix import PlannedCell, build, profile_names
-from harness.pytest_plugin import options
+from harness.pytest_plugin import eta, options
 from harness.pytest_plugin.finish import _render_report
 from harness.yolo.models import WeightsError, allow_unsafe_weights
 
@@ -223,6 +224,10 @@ class BenchSession:
         ] = {}  # records of timed workloads' cells not yet reported by their test
         self.prepared = False
         self.t0 = time.perf_counter()
+        self.clock: eta.RunClock | None = None  # the remaining-time estimate, from the first cell on
+        self.clock_started = False
+        self.report_path: Path | None = None
+        self.wall_s: float | None = None
 
     def _validate(self, opt) -> None:
         """Every option checked before any work (harness.pytest_plugin.options): one error line otherwise."""
@@ -481,8 +486,12 @@ def workload_records(session: BenchSession, planned: PlannedCell) -> list[dict]:
     if not session.prepared:
         session.prepared = True
         if not hasattr(session.config, "workerinput"):
+            t0 = time.perf_counter()
             session.runner.prepare(cells)
+            tick(session, "export_phase_done", time.perf_counter() - t0, session.runner.prepared)
+            t0 = time.perf_counter()
             session.runner.time_all(cells)
+            tick(session, "timing_phase_done", time.perf_counter() - t0)
     key = timing_key(cell)
     mates = next((g for g in group(cells) if timing_key(g[0]) == key), [cell])
     if cell not in mates:
@@ -491,7 +500,11 @@ def workload_records(session: BenchSession, planned: PlannedCell) -> list[dict]:
         resume_cell(session, m.id)
     if hasattr(session.config, "workerinput"):
         session.runner.prepare(mates)
+    t0 = time.perf_counter()
     out = session.runner.run_workload(mates)
+    tick(
+        session, "workload_done", workload_label(cell), time.perf_counter() - t0, [v[0] for v in out.values()]
+    )
     session.done.update({k: v for k, v in out.items() if k != cell.id})
     return out[cell.id]
 
@@ -502,9 +515,12 @@ def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> dic
     cell = planned.cell
     benchmark.group = f"{cell.model}-{cell.head}-{cell.shape.label}-b{cell.batch}"
     resume_cell(session, cell.id)
+    start_clock(session)
     try:
         if planned.excluded or cell.shape.dynamic:
+            t0 = time.perf_counter()
             recs = session.runner.run_cell_all(cell, skip_reason=planned.excluded)
+            tick(session, "alone_done", cell.id, time.perf_counter() - t0)
         else:
             recs = workload_records(session, planned)
     except RecordWriteError as e:
@@ -528,6 +544,38 @@ def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> dic
     if verdict.outcome in ("fail", "xpass"):
         pytest.fail(verdict.message, pytrace=False)
     return rec
+
+
+def start_clock(session: BenchSession) -> None:
+    """The remaining-time estimate, at the first cell (after the runner has probed every backend): printed now,
+    then after each part of the run (harness.pytest_plugin.eta). Not under pytest-xdist (each worker runs a share
+    it does not know in advance)."""
+    if session.clock_started or hasattr(session.config, "workerinput"):
+        return
+    session.clock_started = True
+    timed = [p.cell for p in _timed_cells(session)]
+    alone = [
+        p.cell
+        for p in session.selected
+        if (p.excluded or p.cell.shape.dynamic) and session.recorded.get(p.cell.id) in (None, *RERUN_STATUSES)
+    ]
+    try:
+        session.runner  # noqa: B018 (the runner probes every planned backend first: the estimate reuses that)
+        session.clock = eta.plan_of(session, timed, alone)
+        session.clock.say_start()
+    except Exception as e:  # an estimate never stops a run
+        log.exception("estimate failed")
+        session.progress(f"estimate: not available ({type(e).__name__}: {e})")
+
+
+def tick(session: BenchSession, event: str, *args) -> None:
+    """Tell the clock that a part of the run ended (an estimate failure is logged, never raised)."""
+    if session.clock is None:
+        return
+    try:
+        getattr(session.clock, event)(*args)
+    except Exception:
+        log.exception("estimate: %s failed", event)
 
 
 def _write_canary(session: BenchSession, tr) -> None:
@@ -698,10 +746,37 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     tr.write_line(f"records: {session.run_config.run_dir / 'cells.jsonl'}")
     if incomplete:  # interrupted or stopped: the history and the report would read a partial run as whole
         return
+    t0 = time.perf_counter()
     _write_canary(session, tr)
     if config.getoption("update_expected"):
         added, removed = session.expected.update(session.primary)
         tr.write_line(
             f"expected status: {added} entries added or changed, {removed} removed in {session.expected.path}"
         )
-    _render_report(session, tr)
+    session.report_path = _render_report(session, tr)
+    if session.clock is not None:
+        try:
+            session.wall_s = session.clock.finish(time.perf_counter() - t0)
+        except Exception:
+            log.exception("estimate: the timeline was not written")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's last line, after pytest's own summary: where the report is, and the start estimate beside the
+    time the run took."""
+    session = config.stash.get(BENCH_KEY, None)
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if session is None or tr is None or not session.records or hasattr(config, "workerinput"):
+        return
+    took = ""
+    if session.clock is not None and session.wall_s is not None:
+        took = (
+            f"took {fmt_duration(session.wall_s)} from the first estimate (which said "
+            f"{fmt_duration(session.clock.at_start_s)}); "
+        )
+    where = (
+        f"report: {session.report_path}"
+        if session.report_path
+        else f"records: {session.run_config.run_dir / 'cells.jsonl'} (no report)"
+    )
+    tr.write_line(f"yolo26-bench: {took}{where}")

@@ -1,0 +1,58 @@
+"""`yolo26-bench export --format bencher|csv RUN_DIR [-o FILE]`: a run for dashboards and spreadsheets.
+
+Exit statuses: 0 written, 2 bad input (not a results directory, unreadable records).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.core.results_dir import is_results_dir, load_run, write_text_atomic
+from harness.exports import bencher, table
+
+FORMATS = ("bencher", "csv")
+
+
+def build_parser(prog: str = "yolo26-bench export") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Write a run as Bencher Metric Format JSON (one benchmark per cell id: latency p50 with its "
+        "95%% interval and throughput as Bencher's built-in measures, end-to-end p99, host peak RSS, mAP ratio; "
+        "only figures the run measured) or as a CSV table (one row per cell).",
+    )
+    p.add_argument("run", type=Path, metavar="RUN_DIR", help="a results directory (holding cells.jsonl)")
+    p.add_argument("--format", choices=FORMATS, default="bencher", help="bencher (default) or csv")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here (default: standard output)")
+    return p
+
+
+def render(run_dir: Path, fmt: str) -> str:
+    """The export's text. Raises ValueError (one line) for a directory that is not a readable run."""
+    if not is_results_dir(run_dir):
+        raise ValueError(f"{run_dir}: no cells.jsonl; not a results directory")
+    runs = load_run(run_dir)
+    if fmt == "csv":
+        return table.to_csv(runs)
+    doc = bencher.to_bmf(runs)
+    errors = bencher.shape_errors(doc)
+    if errors:  # a harness bug: never hand a dashboard a document it would refuse
+        raise ValueError(f"the BMF document does not conform: {errors[0]}")
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        text = render(args.run, args.format)
+    except (OSError, ValueError) as e:
+        print(f"export: {e}", file=sys.stderr)
+        return 2
+    if args.output:
+        write_text_atomic(args.output, text)
+        print(f"export: {args.format} -> {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
