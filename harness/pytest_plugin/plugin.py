@@ -651,7 +651,10 @@ def release_claim(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    release_claim(config)
+    try:
+        final_line(config)
+    finally:
+        release_claim(config)
 
 
 def resume_cell(session: BenchSession, cell_id: str) -> None:
@@ -761,7 +764,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             log.exception("estimate: the timeline was not written")
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
+def final_line(config: pytest.Config) -> None:
     """The run's last line, after pytest's own summary: where the report is, and the start estimate beside the
     time the run took."""
     session = config.stash.get(BENCH_KEY, None)
