@@ -39,7 +39,8 @@ def _render_report(session: BenchSession, tr) -> None:
     try:
         from harness.report import render_report
 
-        path = render_report([session.run_config.run_dir], session.reports_dir, history=history)
+        cons = session.report_constraints  # --camera-fps, --accuracy-floor, ... as `python -m harness report`
+        path = render_report([session.run_config.run_dir], session.reports_dir, history=history, cons=cons)
         tr.write_line(f"report: {path}")
     except Exception as e:  # the records are safe on disk; a report bug must not hide them
         tr.write_line(f"report: rendering failed ({type(e).__name__}: {e}); records are intact")

@@ -216,6 +216,12 @@ def server_figure(rec: dict, bound_ms: float | None, factor: tuple[float, str]) 
                 value, iv, f"{fmt(value)} q/s at p99 ≤ {bound} ms", how, SCENARIO, "server scenario"
             )
         return _redecided(res, bound_ms)
+    worst = number(rec, "latency_e2e_ms.p99") or number(rec, "latency_e2e_ms.max")
+    if worst is not None and bound_ms is not None and worst > bound_ms:  # over the bound even with no queue
+        said = "e2e p99" if number(rec, "latency_e2e_ms.p99") is not None else "slowest e2e round"
+        text = f"{said} {fmt(worst)} ms over the {fmt(bound_ms)} ms bound with no queueing (screen)"
+        note = "screened: no server result; its end-to-end timing alone exceeds the bound"
+        return Figure(0.0, None, text, "no rate: the bound fails before any load", SCREEN, note)
     fig = _rate_screen(rec, factor, "q/s", "server")
     if fig is None:
         return None

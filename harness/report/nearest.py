@@ -2,9 +2,10 @@
 configuration not measured that could meet it, with the command line that would measure it.
 
 "Cheapest" is in accuracy given away: int8 on the same backend first (the accuracy floor bounds what it may lose),
-then the largest smaller input shape, then the largest smaller model. Whether a variant could meet the constraint
-is an estimate, said as one: latency scaled by GFLOPs (pixels times the published model GFLOPs), int8 by the
-int8/fp32 end-to-end ratio this machine measured on another backend or shape.
+then the largest smaller input shape, then the largest smaller model; the first whose estimate meets the
+constraint, else int8 with its speed-up not known. Whether a variant could meet the constraint is an estimate, said
+as one: latency scaled by GFLOPs (pixels times the published model GFLOPs), int8 by the int8/fp32 end-to-end ratio
+this machine measured on other cells.
 """
 
 from __future__ import annotations

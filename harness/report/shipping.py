@@ -84,7 +84,9 @@ def _camera_own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
 
 
 def _rate_own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
-    return None if fig.value > 0 else ("no rate tried kept the p99 within the bound", 1.0)
+    if fig.value > 0:
+        return None
+    return (fig.text if fig.source == SCREEN else "no rate tried kept the p99 within the bound", 1.0)
 
 
 def _server_figure(rec: dict, cons: Constraints, ctx: dict) -> Figure | None:
