@@ -39,7 +39,8 @@ def _render_report(session: BenchSession, tr) -> None:
     try:
         from harness.report import render_report
 
-        cons = session.report_constraints  # --camera-fps, --accuracy-floor, ... as `python -m harness report`
+        # --camera-fps, --accuracy-floor, --memory-cap, --min-shape, --server-bound-ms: as `python -m harness report`
+        cons = getattr(session, "report_constraints", None)
         path = render_report([session.run_config.run_dir], session.reports_dir, history=history, cons=cons)
         tr.write_line(f"report: {path}")
     except Exception as e:  # the records are safe on disk; a report bug must not hide them

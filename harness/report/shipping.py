@@ -12,6 +12,7 @@ When nothing qualifies, the nearest miss says by how much, and which configurati
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -346,7 +347,7 @@ def recommendation(dec: Decision) -> Recommendation:
     if dec.screened:
         screened = (
             f"{len(dec.screened)} candidates have no {dec.case.scenario} result and were screened with their "
-            "end-to-end timing: " + "; ".join(sorted({s.fig.note for s in dec.screened}))
+            "end-to-end timing: " + "; ".join(sorted({re.sub(r"\d+", "N", s.fig.note) for s in dec.screened}))
         )
     base = {
         "constraint": dec.constraint,
