@@ -302,3 +302,33 @@ def test_bad_options_are_one_line_before_any_work(tmp_path, capsys):
 def test_the_front_keeps_only_configurations_no_other_beats_on_both():
     pts = [(10.0, 35.0), (20.0, 40.0), (25.0, 39.0), (30.0, 40.0), (8.0, 30.0)]
     assert non_dominated(pts) == [0, 1, 4]
+
+
+def test_several_cameras_are_checked_at_the_camera_fps_given():
+    from harness.report.recommend import recommendations
+
+    r = cell("openvino", 12.0)
+    r["scenarios"] = {
+        "multi-stream": {"streams": 2, "p99": 25.0, "valid": True, "p99_interval": [24.0, 26.0]}
+    }
+    idx = machine(r)
+    at30 = next(
+        x for x in recommendations(idx, cons=Constraints(dict(ACCURACY_FLOORS))) if x.key == "multi-camera"
+    )
+    assert at30.winner is not None and at30.title == "Several cameras, 30 FPS each"
+    at60 = next(
+        x
+        for x in recommendations(idx, cons=Constraints(dict(ACCURACY_FLOORS), camera_fps=60.0))
+        if x.key == "multi-camera"
+    )
+    assert at60.winner is None and at60.title == "Several cameras, 60 FPS each"
+    assert "over the 16.7 ms frame time" in at60.rejections[0].why
+
+
+def test_a_scenario_result_not_valid_under_its_rule_says_what_to_change():
+    r = offline_cell("openvino", 27.7, 27.0, 28.4)
+    r["scenarios"]["offline"].update(valid=False, rule=">= 10 queries per concurrency")
+    dec = offline([r])
+    assert dec.pick is None
+    why = next(m.rejection.why for m in dec.misses if m.rejection.constraint == "validity")
+    assert "more queries or a longer run" in why
