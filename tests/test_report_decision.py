@@ -332,3 +332,29 @@ def test_a_scenario_result_not_valid_under_its_rule_says_what_to_change():
     assert dec.pick is None
     why = next(m.rejection.why for m in dec.misses if m.rejection.constraint == "validity")
     assert "more queries or a longer run" in why
+
+
+def test_the_first_screen_shows_the_nearest_miss_with_its_command_and_absent_devices_in_one_line(tmp_path):
+    from test_report_render import parse
+
+    skipped = [
+        new_record("t", Cell("n", "detect", "e2e", b, "cuda", Shape(640, 640)), "random-init:0")
+        for b in ("tensorrt", "torch-eager", "onnxruntime")
+    ]
+    for r in skipped:
+        r.update(status="skipped", reason="no CUDA device visible")
+    run = _write_run(tmp_path / "run", [cell("torch-eager", 40.0), *skipped])
+    assert main([str(run), "-o", str(tmp_path / "out"), "-q"]) == 0
+    doc = parse(tmp_path / "out" / "latest" / "index.html")
+    answer = doc.one("table", cls="decision").one("tr", data_key="camera").one("td", cls="answer")
+    assert answer.attrs["data-state"] == "none" and "nearest miss" in answer.text()
+    assert "--shapes 576 --backends torch-eager" in answer.one("div", cls="command").text()
+    absent = doc.one("ul", cls="absent").all("li")
+    assert [li.attrs["data-device"] for li in absent] == ["cuda"]
+    assert "none of its 3 cells ran (no CUDA device visible)" in absent[0].text()
+    # the GPU use cases do not read "3 ran: 3 skipped"
+    gpu = doc.one("div", cls="rec", data_key="gpu-latency").text()
+    assert "ran:" not in gpu and "all 3 were skipped" in gpu
+    # the front has its table and plot
+    front = doc.one("section", id="front")
+    assert front.one("tr", data_cell_id=cell("torch-eager", 40.0)["cell_id"])
