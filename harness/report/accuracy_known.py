@@ -46,11 +46,12 @@ class Accuracy:
     coco: float | None = None
     cost: str = ""
     why: str = ""  # why not known
+    basis: str = ""  # measured: on what (the weights' kind, the images scored)
 
     def text(self) -> str:
         """The accuracy in a few words, its source named."""
         if self.source == MEASURED and self.map50_95 is not None:
-            said = f"mAP50-95 {self.map50_95:.3f} (measured"
+            said = f"mAP50-95 {self.map50_95:.3f} (measured" + (f" {self.basis}" if self.basis else "")
             said += f", {self.ratio:.3f}× its fp32 reference)" if self.ratio is not None else ")"
             return said
         if self.source == PUBLISHED and self.coco is not None:
@@ -66,7 +67,22 @@ class Accuracy:
             "published_coco_map50_95_x_measured_ratios": self.coco,
             "cost": self.cost or None,
             "why_not_known": self.why or None,
+            "basis": self.basis or None,
         }
+
+
+def _basis(rec: dict) -> str:
+    """What a measured mAP rests on: stand-in, random-init or the user's weights, and how many images."""
+    weights = str(rec.get("weights") or "")
+    kind = (
+        "stand-in weights"
+        if weights.startswith("standin")
+        else "random-init weights"
+        if weights.startswith("random-init")
+        else "the run's weights"
+    )
+    images = number(rec, "accuracy.images")
+    return f"with {kind}" + (f" on {int(images)} val images" if images else "")
 
 
 def published_map(rec: dict) -> float | None:
@@ -128,7 +144,7 @@ def accuracy_of(rec: dict, cells: list[dict]) -> Accuracy:
     if published is not None and prec_factor is not None and (at_640 or shape_ratio is not None):
         coco = published * prec_factor * (shape_ratio if not at_640 else 1.0)
     if measured is not None:
-        return Accuracy(measured, MEASURED, ratio, shape_ratio, coco, cost)
+        return Accuracy(measured, MEASURED, ratio, shape_ratio, coco, cost, basis=_basis(rec))
     if published is not None and at_640 and precision == "fp32":
         return Accuracy(None, PUBLISHED, None, None, published, cost)
     why = "the accuracy stage did not score this cell"
