@@ -192,10 +192,18 @@ def test_first_screen_names_a_pick_per_use_case(page):
         answer = rows[key].one("td", cls="answer")
         assert answer.attrs["data-state"] in ("pick", "tied"), (key, answer.text())
         assert answer.attrs["data-backends"]
-    # the camera pick is the scenario cell with the lowest e2e p99 unless tied with it
+    # every configuration competes for the camera (issue 28): the pick is at least as fast as the scenario cell
+    # with the lowest e2e p99, or tied with it
     cells = _scenario_cells(run)
     best = min(cells, key=lambda r: r["scenarios"]["single-stream"]["p99"])
-    assert best["backend"] in rows["camera"].one("td", cls="answer").attrs["data-backends"].split()
+    decision = json.loads((page[1].parent / "decision.json").read_text())
+    camera = next(e for e in decision["decisions"] if e["use_case"] == "camera")
+    tied = {t["configuration"]["cell_id"] for t in camera["tied_with"]}
+    assert camera["pick"]["value"] <= best["scenarios"]["single-stream"]["p99"] or best["cell_id"] in tied
+    assert (
+        camera["pick"]["configuration"]["backend"]
+        in rows["camera"].one("td", cls="answer").attrs["data-backends"]
+    )
     # each row links to the recommendation that holds its evidence
     ids = {n.attrs.get("id") for n in doc.iter()}
     for tr in rows.values():

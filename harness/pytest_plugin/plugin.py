@@ -140,6 +140,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=100.0,
         help="the server scenario's p99 bound in ms: it reports the highest Poisson rate under it (default 100)",
     )
+    options.add_report_options(g)
     g.addoption("--no-canary", action="store_true", help="do not time the drift canary between workloads")
     g.addoption("--warmup", type=int, default=1, help="warm-up rounds per cell (default 1)")
     g.addoption(
@@ -238,6 +239,7 @@ class BenchSession:
             raise SelectionError(f"--profile: unknown {self.profile!r}; valid: {', '.join(profile_names())}")
         self.selection = options.selection(opt, tuple(_backend_names()), all_devices())
         options.check_numbers(opt)
+        self.report_constraints = options.report_constraints(opt)
         self.scenarios = options.scenario_mode(opt, self.profile)
         slowdown_factors()  # validate the testing knob up front
         corruptions()  # ... and the parity-check knob (a CorruptionError is a SelectionError: one usage error)
