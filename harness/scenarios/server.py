@@ -207,6 +207,8 @@ def server(
     )
     entries = [s.entry for s in tried]
     chosen = next((s.entry for s in tried if s.rate == lo), None)
+    # the rates as the tried entries record them
+    lo, hi = (None if r is None else round(r, 4) for r in (lo, hi))
     out = {
         "scenario": st.SERVER,
         "metric": f"highest Poisson rate LoadGen calls VALID with {key} <= {bound_ms:g} ms (LoadGen Server)",
