@@ -139,6 +139,16 @@ def test_server_never_reports_a_rate_loadgen_rejects_when_the_runner_is_slowed(t
     assert all(t["ok"] is False for t in res["tried"])
 
 
+def test_server_whose_service_time_is_over_the_bound_stops_after_one_loadgen_run(tmp_path):
+    sleep = _uniform_sleep()
+    res = sv.server(_target(tmp_path, sleep), 1, "sleep", 5.0, 1000 / 6.0, LOW_MS, service_ms=KNOWN_P90_MS)
+    (only,) = res["tried"]
+    assert only["ok"] is False and only["reason"].startswith("LoadGen: INVALID (latency constraint not met")
+    assert res["value"] is None and res["valid"] is False
+    assert "is itself over the bound, so no lower rate was tried" in res["reason"]
+    assert "against the 5 ms bound" in res["reason"]
+
+
 # -- the rate search and the stream count, without LoadGen ---------------------------------------------------------
 def test_rate_search_brackets_the_threshold_and_never_returns_a_failing_rate():
     def at(limit):

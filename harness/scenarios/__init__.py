@@ -133,7 +133,12 @@ def run_all(
             row = next((r for r in off.get("sweep") or [] if r["concurrency"] == streams), None)
             capacity = row["ips"] / cell.batch if row and row.get("ips") else streams * 1000.0 / p50
             _, mechanism = make(streams)
-            return server_scenario.server(target, streams, mechanism, cfg.bound_ms, capacity, 0.5 * p50)
+            # the service time alone at the server's percentile (single-stream's, where it is the same one)
+            single = out["single-stream"]
+            service = single.get(f"p{100 * cfg.durations.server_percentile:g}")
+            return server_scenario.server(
+                target, streams, mechanism, cfg.bound_ms, capacity, 0.5 * p50, service_ms=service
+            )
 
         guarded("server", server)
         out = {name: out[name] for name in ("single-stream", "multi-stream", "server", "offline")}

@@ -27,9 +27,10 @@ from harness.scenarios.results import Target, loadgen_section, offline_run
 RATE_STEP = 1.5
 PRECISION = 1.15
 START_SHARE = 0.6
-#: LoadGen issues 10% more offline samples than it expects to need; the first round's guess is raised by this
-#: much again, since a shorter run than `offline_ms` is INVALID while a longer one only costs time
-OFFLINE_HEADROOM = 1.3
+#: LoadGen issues 10% more offline samples than it expects to need; each round's guess (the fastest round so far,
+#: else single-stream's rate) is raised by this much again, since a run shorter than `offline_ms` is INVALID while a
+#: longer one only costs time (a 0.5 s minimum with 2x headroom: about 1.1 s per round)
+OFFLINE_HEADROOM = 2.0
 
 
 # -- offline sweep and the stream count ------------------------------------------------------------------------
@@ -192,17 +193,26 @@ def server_step(target: Target, streams: int, rate: float, bound_ms: float, expe
 
 
 def server(
-    target: Target, streams: int, mechanism: str, bound_ms: float, capacity_qps: float, expected_ms: float
+    target: Target,
+    streams: int,
+    mechanism: str,
+    bound_ms: float,
+    capacity_qps: float,
+    expected_ms: float,
+    service_ms: float | None = None,
 ) -> dict:
     """The highest Poisson rate LoadGen calls VALID under `bound_ms` at the durations' percentile, searched from
-    START_SHARE x `capacity_qps` (the streams' offline queries/s)."""
+    START_SHARE x `capacity_qps` (the streams' offline queries/s). `service_ms`: the single-stream latency at the
+    same percentile; where it is over the bound no rate can pass (queueing only adds), so one LoadGen run at the
+    start rate records the verdict and the search stops there, rather than spending minutes on ever lower rates."""
     d = target.durations
     key = f"p{100 * d.server_percentile:g}"
     start = START_SHARE * capacity_qps
+    hopeless = service_ms is not None and service_ms > bound_ms
     lo, hi, tried = search(
         lambda r: server_step(target, streams, r, bound_ms, expected_ms),
         start,
-        d.server_steps,
+        1 if hopeless else d.server_steps,
         floor=start / 16,
     )
     entries = [s.entry for s in tried]
@@ -235,10 +245,18 @@ def server(
     if lo is None:
         low = min(entries, key=lambda e: e["rate"]) if entries else None
         out["reason"] = (
-            f"no rate LoadGen called VALID, down to {low['rate']:.3g} q/s: {low.get('reason')}"
+            f"no rate LoadGen called VALID, down to {low['rate']:.3g} q/s ({key} {low['target_ms']:.4g} ms against "
+            f"the {bound_ms:g} ms bound): {low.get('reason')}"
+            if low and low.get("target_ms") is not None
+            else f"no rate LoadGen called VALID: {low.get('reason')}"
             if low
             else "no server run completed"
         )
+        if hopeless:
+            out["reason"] += (
+                f"; the single-stream {key} ({service_ms:.4g} ms) is itself over the bound, so no lower rate was "
+                "tried"
+            )
     elif hi is None:
         out["reason_interval"] = (
             f"every rate tried was VALID (up to {max(e['rate'] for e in entries):.3g} q/s): the search ran out of "

@@ -72,7 +72,8 @@ class Durations:
 
 
 #: seconds per scenario on a CPU matrix; the query counts are the fewest with which early stopping can pass
-#: (p90: 64 queries with one over the percentile; the server's 100 allow 3 of 100 over the bound)
+#: (p90: 64 queries with one over the percentile; the server's 100 allow 3 of 100 over the bound); offline runs
+#: 0.5 s per round (9 rounds in the sweep), the server at most 4 rates (a bracket within 15% from a good start)
 SHORT = Durations(
     name="short",
     single_ms=1000,
@@ -83,10 +84,10 @@ SHORT = Durations(
     server_ms=1000,
     server_queries=100,
     server_percentile=0.90,
-    offline_ms=1000,
+    offline_ms=500,
     offline_samples=1,
     offline_rounds=3,
-    server_steps=5,
+    server_steps=4,
 )
 #: MLPerf Inference's minimums (loadgen/mlperf.conf: 600 s everywhere, MultiStream 662 queries, Offline 24576
 #: samples as for RetinaNet) and percentiles (MultiStream and Server p99)
