@@ -148,10 +148,12 @@ def _detail(name: str, res: dict) -> str:
     if name == "single-stream":
         p50, p99 = number(res, "p50"), number(res, "p99")
         ci = span_text(span(res, "p99_interval"))
+        sure = number(res, "p90_guaranteed")
         return (
             (f"p50 {n(p50)} · " if p50 else "")
             + (f"p99 {n(p99)} ms" if p99 else "")
             + (f" [{ci}]" if ci else "")
+            + (f" · LoadGen guarantees p90 ≤ {n(sure)} ms" if sure else "")
         )
     if name == "multi-stream":
         streams, p99, ips = number(res, "streams"), number(res, "p99"), ran_ips(res)
