@@ -184,10 +184,13 @@ def offline_numbers(rec: dict) -> str:
     res = offline(rec)
     ci = span_text(span(res, "ips_interval"))
     sweep = len([s for s in res.get("sweep") or [] if isinstance(s, dict)])
+    # LoadGen's offline rounds give the range of their images/s (coverage in the record); older records a 95% CI
+    cover = number(res, "ips_interval_coverage")
+    said = f"{100 * cover:.0f}% interval, the rounds' range" if cover is not None else "95% CI"
     return (
         offline_figure(rec)
-        + (f" (95% CI {ci})" if ci else " (no interval)")
-        + (f"; best of {sweep} batch × concurrency settings" if sweep else "")
+        + (f" ({said} {ci})" if ci else " (no interval)")
+        + (f"; fewest of {sweep} concurrency settings within the best's interval" if sweep else "")
     )
 
 

@@ -141,7 +141,7 @@ SCENARIO_CASES = (
         interval=lambda r: span(fig.offline(r), "ips_interval"),
         figure=fig.offline_figure,
         numbers=fig.offline_numbers,
-        tie_words="their images/s 95% intervals overlap",
+        tie_words="their images/s intervals overlap",
     ),
     ScenarioCase(
         key="lowest-memory",
