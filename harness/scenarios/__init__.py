@@ -133,11 +133,9 @@ def run_all(
             row = next((r for r in off.get("sweep") or [] if r["concurrency"] == streams), None)
             capacity = row["ips"] / cell.batch if row and row.get("ips") else streams * 1000.0 / p50
             _, mechanism = make(streams)
-            # the service time alone at the server's percentile (single-stream's, where it is the same one)
-            single = out["single-stream"]
-            service = single.get(f"p{100 * cfg.durations.server_percentile:g}")
+            # the median service time alone (single-stream's p50): over the bound, no rate can pass
             return server_scenario.server(
-                target, streams, mechanism, cfg.bound_ms, capacity, 0.5 * p50, service_ms=service
+                target, streams, mechanism, cfg.bound_ms, capacity, 0.5 * p50, service_ms=p50
             )
 
         guarded("server", server)
