@@ -167,6 +167,7 @@ def scenarios(svc: CellRunner, s: AttemptState) -> bool:
     """Single-stream, multi-stream, offline and server through MLPerf LoadGen, and the camera check, of the loaded
     runner; LoadGen's logs go under results/<run>/loadgen/<cell-id>/<scenario>/."""
     from harness.scenarios import ScenarioConfig, run_all
+    from harness.scenarios.settings import durations
 
     rec, cfg = s.rec, svc.config
     why = wants_scenarios(cfg.scenarios, s.cell)
@@ -177,8 +178,6 @@ def scenarios(svc: CellRunner, s: AttemptState) -> bool:
     if why:
         set_null(rec, "scenarios", why)
         return True
-    from harness.scenarios.settings import durations
-
     p50 = (rec.get("latency_e2e_ms") or {}).get("p50")
     sc = ScenarioConfig(
         bound_ms=cfg.server_bound_ms,
