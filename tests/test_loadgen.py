@@ -109,6 +109,8 @@ def test_server_search_reports_the_highest_rate_loadgen_calls_valid(tmp_path):
     assert res["value"] < 1000 / 6.0
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_server_never_reports_a_rate_loadgen_rejects_when_the_runner_is_slowed(tmp_path, monkeypatch, ort160):
     """yolo26n at 160 through ONNX Runtime: the search finds a rate LoadGen calls VALID; the same runner slowed x4
     by YOLO26_BENCH_SLOWDOWN (its p90 service time then above the bound, 3x the plain p90): LoadGen rejects that
