@@ -112,9 +112,10 @@ def test_server_search_reports_the_highest_rate_loadgen_calls_valid(tmp_path):
 @pytest.mark.slow
 @pytest.mark.export
 def test_server_never_reports_a_rate_loadgen_rejects_when_the_runner_is_slowed(tmp_path, monkeypatch, ort160):
-    """yolo26n at 160 through ONNX Runtime: the search finds a rate LoadGen calls VALID; the same runner slowed x4
-    by YOLO26_BENCH_SLOWDOWN (its p90 service time then above the bound, 3x the plain p90): LoadGen rejects that
-    rate, and the slowed search reports no rate, with LoadGen's reason, never the plain one."""
+    """yolo26n at 160 through ONNX Runtime: the search finds a rate LoadGen calls VALID under a generous bound (8x
+    the single-stream p90: a sparse Poisson load on this shared machine costs 3x the back-to-back p90 already);
+    the same runner slowed x20 by YOLO26_BENCH_SLOWDOWN (its median query alone then over the bound): LoadGen
+    rejects that rate, and the slowed search reports no rate, with LoadGen's reason, never the plain one."""
     from harness.execute.attempt import slowdown_factors
     from harness.scenarios import ScenarioConfig, streams_for
 
@@ -126,19 +127,21 @@ def test_server_never_reports_a_rate_loadgen_rejects_when_the_runner_is_slowed(t
 
     plain = ScenarioConfig(threads=1)
     ss = single_stream(target(plain, "plain"), expected_ms=2.0)
-    bound, capacity = 3.0 * ss["p90"], 1000.0 / ss["p50"]
-    found = sv.server(target(plain, "plain"), 1, "plain", bound, capacity, ss["p50"])
+    bound, capacity = 8.0 * ss["p90"], 1000.0 / ss["p50"]
+    found = sv.server(target(plain, "plain"), 1, "plain", bound, capacity, ss["p50"], service_ms=ss["p50"])
     rate = found["value"]
     assert found["valid"] is True and rate is not None, found.get("reason")
 
-    monkeypatch.setenv("YOLO26_BENCH_SLOWDOWN", "onnxruntime=4")
-    slowed = ScenarioConfig(threads=1, slowdown=slowdown_factors()["onnxruntime"])
+    monkeypatch.setenv("YOLO26_BENCH_SLOWDOWN", "onnxruntime=20")
+    factor = slowdown_factors()["onnxruntime"]
+    slowed = ScenarioConfig(threads=1, slowdown=factor)
     rejected = sv.server_step(target(slowed, "slowed"), 1, rate, bound, ss["p50"])
     assert rejected.valid is False and rejected.entry["ok"] is False
     assert rejected.entry["reason"].startswith("LoadGen: INVALID (latency constraint not met")
     assert rejected.entry["target_ms"] > bound
-    d = dataclasses.replace(d, server_steps=2)
-    res = sv.server(target(slowed, "slowed-search"), 1, "slowed", bound, capacity / 4, 4 * ss["p50"])
+    res = sv.server(
+        target(slowed, "slowed-search"), 1, "slowed", bound, capacity / factor, ss["p50"], factor * ss["p50"]
+    )
     assert res["value"] is None and res["valid"] is False and "LoadGen: INVALID" in res["reason"]
     assert all(t["ok"] is False for t in res["tried"])
 
