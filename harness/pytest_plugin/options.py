@@ -93,6 +93,16 @@ def scenario_mode(opt, profile: str) -> str:
     return value
 
 
+def scenario_durations(opt) -> str:
+    """--scenario-durations (validated): LoadGen's durations, short (the default) or mlperf."""
+    from harness.scenarios.settings import DURATIONS
+
+    value = opt("scenario_durations") or "short"
+    if value not in DURATIONS:
+        raise SelectionError(f"--scenario-durations: unknown {value!r}; valid: {', '.join(DURATIONS)}")
+    return value
+
+
 def check_numbers(opt) -> None:
     """Range-check every numeric option (`opt` is config.getoption)."""
     for rule in NUMBER_RULES:

@@ -79,7 +79,10 @@ class LogLinks:
         self.report_dir = report_dir.resolve()
 
     def __call__(self, idx: RunIndex, rec: dict) -> str | None:
-        rel = rec.get("log")
+        return self.file(idx, rec.get("log"))
+
+    def file(self, idx: RunIndex, rel: object) -> str | None:
+        """The link to `rel`, a path a record holds relative to its run directory (a log, LoadGen's summary)."""
         if not rel or not isinstance(rel, str):
             return None
         # A merged results dir keeps each record's log path relative to the machine's source run dir.
@@ -146,7 +149,7 @@ def build_content(
         "memory_sources": memory_sources(rows),
         "e2e_rows": e2e,
         "e2e_post": post_notes(e2e),
-        "scenario_rows": scenario_rows(indexes, notes, href),
+        "scenario_rows": scenario_rows(indexes, notes, href, href.file),
         "e2e_plots": e2e_plots(indexes, color),
         "operators": operators_html(indexes),
         "has_compile": with_compile,

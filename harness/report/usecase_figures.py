@@ -18,6 +18,7 @@ from harness.report.scenarios import (
     e2e_p99_interval,
     missed_share,
     pct,
+    percentile_label,
     ran_ips,
     result,
     span,
@@ -128,25 +129,31 @@ def server_check(rec: dict) -> str | None:
     if rate is None or rate <= 0:
         tried = [t for t in res.get("tried") or [] if isinstance(t, dict)]
         low = min(tried, key=lambda t: number(t, "rate") or math.inf) if tried else None
+        label = percentile_label(res)
+        figure = number(low, "target_ms") if low else None
+        figure = figure if figure is not None else (number(low, "p99_ms") if low else None)
         said = (
-            f": at the lowest rate tried, {fmt_num(number(low, 'rate') or 0)} q/s, p99 was "
-            f"{fmt_num(number(low, 'p99_ms') or 0)} ms"
+            f": at the lowest rate tried, {fmt_num(number(low, 'rate') or 0)} q/s, {label} was "
+            f"{fmt_num(figure or 0)} ms"
             if low
             else ""
         )
-        return f"no rate kept p99 within {fmt_num(bound or 0)} ms{said}"
+        why = f" ({low['reason']})" if low and isinstance(low.get("reason"), str) else ""
+        return f"no rate kept {label} within {fmt_num(bound or 0)} ms{said}{why}"
     return None
 
 
 def server_bound(recs: list[dict]) -> str:
     bounds = sorted({b for r in recs if (b := number(server(r), "bound_ms")) is not None})
     said = " or ".join(f"{fmt_num(b)} ms" for b in bounds) or "the recorded bound"
-    return f"p99 within {said} at the rate served"
+    labels = sorted({percentile_label(server(r)) for r in recs}) or ["p99"]
+    return f"{' or '.join(labels)} within {said} at the rate served"
 
 
 def server_figure(rec: dict) -> str:
     res = server(rec)
-    return f"{fmt_num(number(res, 'value') or 0)} q/s at p99 ≤ {fmt_num(number(res, 'bound_ms') or 0)} ms"
+    label = percentile_label(res)
+    return f"{fmt_num(number(res, 'value') or 0)} q/s at {label} ≤ {fmt_num(number(res, 'bound_ms') or 0)} ms"
 
 
 def server_numbers(rec: dict) -> str:
@@ -187,10 +194,13 @@ def offline_numbers(rec: dict) -> str:
     res = offline(rec)
     ci = span_text(span(res, "ips_interval"))
     sweep = len([s for s in res.get("sweep") or [] if isinstance(s, dict)])
+    # LoadGen's offline rounds give the range of their images/s (coverage in the record); older records a 95% CI
+    cover = number(res, "ips_interval_coverage")
+    said = f"{100 * cover:.0f}% interval, the rounds' range" if cover is not None else "95% CI"
     return (
         offline_figure(rec)
-        + (f" (95% CI {ci})" if ci else " (no interval)")
-        + (f"; best of {sweep} batch × concurrency settings" if sweep else "")
+        + (f" ({said} {ci})" if ci else " (no interval)")
+        + (f"; fewest of {sweep} concurrency settings within the best's interval" if sweep else "")
     )
 
 
