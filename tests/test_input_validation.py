@@ -68,6 +68,9 @@ BAD = [
     (["--timing-episodes", "0"], "--timing-episodes: 0 is out of range (must be >= 1 and <= 20)"),
     (["--malloc", "jemalloc"], "--malloc: unknown 'jemalloc'; valid: retain, system"),
     (["--seed", "-1"], "--seed: -1 is out of range (must be >= 0 and <= 4294967295)"),
+    (["--camera-fps", "0"], "--camera-fps: 0.0 is out of range (must be > 0"),
+    (["--min-shape", "8"], "--min-shape: 8 is out of range (must be >= 32"),
+    (["--accuracy-floor", "int8=2"], "--accuracy-floor 'int8=2': expected PRECISION=SHARE"),
 ]
 
 

@@ -398,7 +398,7 @@ def test_server_cell_that_served_no_rate_within_the_bound_is_rejected():
     result = use_case("server", none, scen("openvino"))
     assert result.winner.backend == "openvino"
     (rejected,) = result.rejections
-    assert rejected.constraint == "p99 bound" and "no rate kept p99 within 100 ms" in rejected.why
+    assert rejected.constraint == "latency bound" and "no rate kept p99 within 100 ms" in rejected.why
 
 
 def test_offline_ips_intervals_decide_ties():

@@ -72,8 +72,11 @@ class RunConfig:
     e2e_p90_budget_s: float = 4.0
     #: which cells run the scenarios: "n640" (yolo26n at 640, batch 1), "all", "none" (--scenarios)
     scenarios: str = "n640"
-    #: the server scenario's p99 bound (--server-bound-ms)
+    #: the server scenario's latency bound (--server-bound-ms), at the durations' percentile
     server_bound_ms: float = 100.0
+    #: LoadGen's minimum durations and query counts: "short" (seconds, for a CPU matrix) or "mlperf" (MLPerf's own
+    #: minimums; --scenario-durations; harness.scenarios.settings)
+    scenario_durations: str = "short"
 
     @property
     def run_dir(self) -> Path:

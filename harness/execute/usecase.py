@@ -164,8 +164,10 @@ def wants_scenarios(mode: str, cell) -> str | None:
 
 
 def scenarios(svc: CellRunner, s: AttemptState) -> bool:
-    """Multi-stream, server, offline and the camera check (and a longer single-stream) of the loaded runner."""
+    """Single-stream, multi-stream, offline and server through MLPerf LoadGen, and the camera check, of the loaded
+    runner; LoadGen's logs go under results/<run>/loadgen/<cell-id>/<scenario>/."""
     from harness.scenarios import ScenarioConfig, run_all
+    from harness.scenarios.settings import durations
 
     rec, cfg = s.rec, svc.config
     why = wants_scenarios(cfg.scenarios, s.cell)
@@ -177,10 +179,20 @@ def scenarios(svc: CellRunner, s: AttemptState) -> bool:
         set_null(rec, "scenarios", why)
         return True
     p50 = (rec.get("latency_e2e_ms") or {}).get("p50")
-    sc = ScenarioConfig(bound_ms=cfg.server_bound_ms, threads=cfg.threads, seed=cfg.seed)
-    svc.progress(f"{s.attempt.cell_id}: scenarios (single-stream, multi-stream, server, offline, camera)")
+    sc = ScenarioConfig(
+        bound_ms=cfg.server_bound_ms,
+        threads=cfg.threads,
+        seed=cfg.seed,
+        durations=durations(cfg.scenario_durations),
+        slowdown=svc.slowdown_factor(s.cell),
+    )
+    svc.progress(
+        f"{s.attempt.cell_id}: scenarios through MLPerf LoadGen ({cfg.scenario_durations} durations: single-stream, "
+        "multi-stream, offline, server) and the camera check"
+    )
+    log_dir = cfg.run_dir / "loadgen" / s.attempt.cell_id
     try:
-        rec["scenarios"] = run_all(s.runner, s.cell, sc, p50)
+        rec["scenarios"] = run_all(s.runner, s.cell, sc, log_dir, cfg.run_dir, p50)
     except Exception as e:
         log.exception("scenarios of %s failed", s.attempt.cell_id)
         set_null(rec, "scenarios", f"scenarios failed: {type(e).__name__}: {first_line(str(e))}")

@@ -40,7 +40,9 @@ def _render_report(session: BenchSession, tr) -> Path | None:
     try:
         from harness.report import render_report
 
-        path = render_report([session.run_config.run_dir], session.reports_dir, history=history)
+        # --camera-fps, --accuracy-floor, --memory-cap, --min-shape, --server-bound-ms: as `python -m harness report`
+        cons = getattr(session, "report_constraints", None)
+        path = render_report([session.run_config.run_dir], session.reports_dir, history=history, cons=cons)
         tr.write_line(f"report: {path}")
         return Path(path)
     except Exception as e:  # the records are safe on disk; a report bug must not hide them

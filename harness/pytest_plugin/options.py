@@ -58,6 +58,9 @@ NUMBER_RULES = (
     NumberRule("accuracy_images", 1, strict=False, high=100_000),
     NumberRule("seed", 0, strict=False, high=MAX_SEED),
     NumberRule("server_bound_ms", 0, strict=True, high=3_600_000),
+    NumberRule("camera_fps", 0, strict=True, high=10_000),
+    NumberRule("memory_cap", 0, strict=True),
+    NumberRule("min_shape", axes.MIN_SIDE, strict=False, high=axes.MAX_SIDE),
 )
 
 SCENARIO_MODES = ("n640", "all", "none")
@@ -87,6 +90,16 @@ def scenario_mode(opt, profile: str) -> str:
         return "all" if profile == "nightly" else "n640"
     if value not in SCENARIO_MODES:
         raise SelectionError(f"--scenarios: unknown {value!r}; valid: {', '.join(SCENARIO_MODES)}")
+    return value
+
+
+def scenario_durations(opt) -> str:
+    """--scenario-durations (validated): LoadGen's durations, short (the default) or mlperf."""
+    from harness.scenarios.settings import DURATIONS
+
+    value = opt("scenario_durations") or "short"
+    if value not in DURATIONS:
+        raise SelectionError(f"--scenario-durations: unknown {value!r}; valid: {', '.join(DURATIONS)}")
     return value
 
 
@@ -211,3 +224,38 @@ def check_weights(planned: list[PlannedCell], weights: Path | None, allow_unsafe
         src = ModelSource(size, task, weights)
         src.check()
         check_checkpoint(src.weights_file(), allow_unsafe=allow_unsafe)
+
+
+def add_report_options(group) -> None:
+    """The decision options the run forwards to the report it renders; `python -m harness report RUN` takes the
+    same ones to decide again from the records (--server-bound-ms is the scenario's own option, forwarded too)."""
+    group.addoption(
+        "--camera-fps", type=float, default=30.0, help="report: the camera use case's frame rate (default 30)"
+    )
+    group.addoption(
+        "--accuracy-floor",
+        action="append",
+        default=[],
+        metavar="PRECISION=SHARE",
+        help="report: share of the fp32 reference's mAP50-95 a pick must keep (default fp32=0.99 fp16=0.99 "
+        "int8=0.95); repeatable",
+    )
+    group.addoption(
+        "--memory-cap", type=float, help="report: pick only configurations within this host peak MiB"
+    )
+    group.addoption(
+        "--min-shape", type=int, help="report: pick only configurations whose smaller side is >= PX"
+    )
+
+
+def report_constraints(opt):
+    """The report's constraints from the run's options (after check_numbers); one SelectionError line on a bad
+    --accuracy-floor."""
+    from harness.report.cli import accuracy_floors
+    from harness.report.picks import Constraints
+
+    try:
+        floors = accuracy_floors(opt("accuracy_floor") or [])
+    except ValueError as e:
+        raise SelectionError(str(e)) from e
+    return Constraints(floors, opt("memory_cap"), opt("camera_fps"), opt("server_bound_ms"), opt("min_shape"))

@@ -1,7 +1,7 @@
 """The report stage: records of one or more runs in, one self-contained HTML report (plus summaries) out.
 
-`render_report(result_dirs, out_root, history)` writes reports/<report_id>/index.html, summary.json and
-summary.md, and refreshes reports/latest/. The HTML has inline CSS and inline SVG plots only, so it reads from
+`render_report(result_dirs, out_root, history)` writes reports/<report_id>/index.html, summary.json,
+summary.md and decision.json, and refreshes reports/latest/. The HTML has inline CSS and inline SVG plots only, so it reads from
 file:// offline.
 """
 
@@ -16,13 +16,16 @@ def render_report(
     history: dict | None = None,
     floors: dict[str, float] | None = None,
     memory_cap_mib: float | None = None,
+    cons=None,
 ) -> Path:
     """Render the runs in `result_dirs` side by side and return the path of the written index.html; `floors` and
-    `memory_cap_mib` are the constraints every recommendation applies (accuracy floor per precision, memory cap)."""
+    `memory_cap_mib` are the constraints every recommendation applies (accuracy floor per precision, memory cap);
+    `cons` (harness.report.picks.Constraints) all of them, the camera's frame rate, server bound and
+    --min-shape too, winning over the two."""
     # Imported here so that `import harness.report` (e.g. by the pytest plugin) stays cheap.
     from harness.report.render import render_report as _render
 
-    return _render(result_dirs, out_root, history, floors, memory_cap_mib)
+    return _render(result_dirs, out_root, history, floors, memory_cap_mib, cons)
 
 
 __all__ = ["render_report"]

@@ -1,4 +1,5 @@
-"""`python -m harness report RESULTS_DIR... [-o OUT] [--history FILE] [--accuracy-floor P=S] [--memory-cap MiB]`."""
+"""`python -m harness report RESULTS_DIR... [-o OUT] [--history FILE] [--accuracy-floor P=S] [--memory-cap MiB]
+[--camera-fps FPS] [--server-bound-ms MS] [--min-shape PX]`: decides again from the records, never re-running."""
 
 from __future__ import annotations
 
@@ -37,8 +38,43 @@ def build_parser() -> argparse.ArgumentParser:
         help="recommend only cells whose host peak RSS (and process device peak, where measured) is at most MiB; "
         "a cell without a memory figure is not known to fit and is rejected; applies to every use case",
     )
+    p.add_argument(
+        "--camera-fps",
+        type=float,
+        default=30.0,
+        metavar="FPS",
+        help="the camera use case's frame rate: a pick keeps its e2e p99 within 1000/FPS ms (default 30)",
+    )
+    p.add_argument(
+        "--server-bound-ms",
+        type=float,
+        metavar="MS",
+        help="the server use case's p99 bound: re-decided from the rates each server scenario tried (default: the "
+        "bound the run measured under)",
+    )
+    p.add_argument(
+        "--min-shape",
+        type=int,
+        metavar="PX",
+        help="recommend only configurations whose smaller input side is at least PX pixels",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     return p
+
+
+def constraints(args: argparse.Namespace, floors: dict[str, float]):
+    """The report's constraints from its arguments; ValueError with one line on a bad value."""
+    from harness.report.picks import Constraints
+
+    if not args.camera_fps > 0:
+        raise ValueError(f"--camera-fps {args.camera_fps:g}: expected a positive frame rate")
+    if args.server_bound_ms is not None and not args.server_bound_ms > 0:
+        raise ValueError(f"--server-bound-ms {args.server_bound_ms:g}: expected a positive number of ms")
+    if args.min_shape is not None and args.min_shape <= 0:
+        raise ValueError(f"--min-shape {args.min_shape}: expected a positive number of pixels")
+    if args.memory_cap is not None and not args.memory_cap > 0:
+        raise ValueError(f"--memory-cap {args.memory_cap:g}: expected a positive number of MiB")
+    return Constraints(floors, args.memory_cap, args.camera_fps, args.server_bound_ms, args.min_shape)
 
 
 def accuracy_floors(items: list[str]) -> dict[str, float]:
@@ -79,11 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"report: {e}", file=sys.stderr)
         return 2
-    if args.memory_cap is not None and not args.memory_cap > 0:
-        print(f"report: --memory-cap {args.memory_cap:g}: expected a positive number of MiB", file=sys.stderr)
+    try:
+        cons = constraints(args, floors)
+    except ValueError as e:
+        print(f"report: {e}", file=sys.stderr)
         return 2
     try:
-        index = render_report(args.results, args.out, history, floors, args.memory_cap)
+        index = render_report(args.results, args.out, history, cons=cons)
     except (FileNotFoundError, ValueError) as e:
         print(f"report: {e}", file=sys.stderr)
         return 2

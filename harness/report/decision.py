@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from harness.report import nearest
 from harness.report.index import RunIndex
 from harness.report.matrix import machine_label
 from harness.report.picks import Recommendation
@@ -35,6 +36,8 @@ class Answer:
     note: str = ""
     cell_ids: tuple[str, ...] = ()
     workload: str = ""  # the workload the cells were compared on
+    labels: tuple[str, ...] = ()  # tied: each named with its configuration (the candidate-based picks)
+    command: str = ""  # no pick: the command line that measures the configuration that could meet it
 
 
 @dataclass
@@ -68,6 +71,8 @@ def answer(rec: Recommendation) -> Answer:
             note = "no other cell qualifies"
         if rec.rejections:
             note += f"; {len(rec.rejections)} rejected"
+        if w.accuracy:  # what the pick trades in accuracy is never left to the evidence section
+            note = f"{w.accuracy}; {note}"
         return Answer(
             "pick",
             where,
@@ -80,6 +85,10 @@ def answer(rec: Recommendation) -> Answer:
         )
     if rec.tied:
         t = rec.tied[0]
+        # candidate picks differ in more than the backend: each is named with its configuration
+        labels = tuple(
+            f"{p.backend} {p.figure.split(' · ')[0]}" if p.accuracy else p.backend for p in rec.tied
+        )
         return Answer(
             "tied",
             where,
@@ -89,9 +98,13 @@ def answer(rec: Recommendation) -> Answer:
             _clip(rec.tie_reason or ""),
             tuple(p.cell_id for p in rec.tied),
             rec.workload or "",
+            labels=labels,
         )
     if not rec.measured:
         return Answer("not-measured", where, note=_clip(rec.none_reason or "not measured"))
+    if rec.nearest_miss:
+        nm = rec.nearest_miss
+        return Answer("none", where, note=nearest.text(nm), command=nm.get("command") or "")
     if rec.rejections:
         kinds = sorted({r.constraint for r in rec.rejections})
         note = f"none meets the constraints: {len(rec.rejections)} rejected ({', '.join(kinds)})"
@@ -153,10 +166,48 @@ class Column:
 def machine_columns(rows: list[DecisionRow], indexes: list[RunIndex]) -> list[Column]:
     out = []
     for n, idx in enumerate(indexes):
-        loads = {r.answers[n].workload for r in rows if not r.span and n < len(r.answers)} - {""}
+        # said once only when every answered row compared that one workload (camera, server and offline
+        # compare every configuration, their workload is "")
+        loads = {
+            r.answers[n].workload
+            for r in rows
+            if not r.span and n < len(r.answers) and r.answers[n].state in ("pick", "tied")
+        }
+        loads = loads if "" not in loads else {"", "(several)"}
         out.append(
             Column(
                 f"[{idx.position + 1}] {machine_label(idx, indexes)}", loads.pop() if len(loads) == 1 else ""
             )
         )
+    return out
+
+
+@dataclass(frozen=True)
+class Absent:
+    """A device of a machine on which no cell ran: one line on the first screen instead of rows of `no pick`."""
+
+    machine: str
+    device: str
+    skipped: int
+    reason: str  # the most common skip reason
+
+
+def absent_devices(indexes: list[RunIndex]) -> list[Absent]:
+    """The devices of each machine whose every cell was skipped, with the commonest reason (a CPU-only machine:
+    cuda, gpu and the export-only targets' devices that nothing exported for)."""
+    out = []
+    for idx in indexes:
+        by_dev: dict[str, list[dict]] = {}
+        for rec in idx.cells:
+            by_dev.setdefault(str(rec.get("device")), []).append(rec)
+        for dev, recs in sorted(by_dev.items()):
+            if not recs or any(r.get("status") != "skipped" for r in recs):
+                continue
+            reasons: dict[str, int] = {}
+            for r in recs:
+                why = str(r.get("reason") or "no reason recorded")
+                reasons[why] = reasons.get(why, 0) + 1
+            out.append(
+                Absent(machine_label(idx, indexes), dev, len(recs), max(reasons, key=reasons.__getitem__))
+            )
     return out

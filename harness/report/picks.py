@@ -37,6 +37,7 @@ class Pick:
     cell_id: str
     numbers: str
     figure: str = ""
+    accuracy: str = ""  # the accuracy as known and what the configuration trades (the candidate-based picks)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,9 @@ class Recommendation:
     others: tuple[Pick, ...] = ()  # every qualifying cell after the winner (or the tie), best first
     rejections: tuple[Rejection, ...] = ()
     measured: bool = True
+    # nothing qualifies: the closest candidate, what it misses by, and what to measure (harness.report.nearest)
+    nearest_miss: dict | None = None
+    screened: str | None = None  # candidates whose figure is a screen from their e2e timing, and how
 
     def as_dict(self) -> dict:
         def pick(p: Pick | None) -> dict | None:
@@ -105,6 +109,8 @@ class Recommendation:
             "set_aside": self.set_aside,
             "rejected": self.rejected,
             "rejections": [dict(r.__dict__) for r in self.rejections],
+            "nearest_miss": self.nearest_miss,
+            "screened": self.screened,
         }
 
 
@@ -114,6 +120,11 @@ class Constraints:
 
     floors: dict[str, float] | None = None
     memory_cap_mib: float | None = None
+    camera_fps: float = 30.0  # the camera use case's frame rate (--camera-fps)
+    server_bound_ms: float | None = (
+        None  # the server's p99 bound (--server-bound-ms); None: each record's own
+    )
+    min_shape: int | None = None  # the smallest input side a pick may have (--min-shape)
 
     def failures(self, rec: dict) -> list[Rejection]:
         """The constraints `rec` fails, each with its figure (accuracy floor first)."""
@@ -124,6 +135,9 @@ class Constraints:
         why = over_memory_cap(rec, self.memory_cap_mib)
         if why:
             out.append(rejection(rec, "memory cap", why))
+        why = below_min_shape(rec, self.min_shape)
+        if why:
+            out.append(rejection(rec, "min shape", why))
         return out
 
     def text(self) -> str:
@@ -133,7 +147,17 @@ class Constraints:
         )
         if self.memory_cap_mib is not None:
             text += f"; memory cap {self.memory_cap_mib:g} MiB"
+        if self.min_shape is not None:
+            text += f"; input side at least {self.min_shape} px"
         return text
+
+
+def below_min_shape(rec: dict, min_side: int | None) -> str | None:
+    """Why `rec`'s input is smaller than --min-shape allows, or None."""
+    h, w = rec.get("height"), rec.get("width")
+    if min_side is None or not isinstance(h, int) or not isinstance(w, int) or min(h, w) >= min_side:
+        return None
+    return f"input {h}x{w} below the {min_side} px --min-shape"
 
 
 def below_accuracy_floor(rec: dict, floors: dict[str, float] | None = None) -> str | None:
@@ -210,9 +234,11 @@ def pool_reason(pool: list[Cand], what: str, lacking: int = 0, metric_name: str 
     statuses: dict[str, int] = {}
     for _, rec in pool:
         statuses[str(rec.get("status"))] = statuses.get(str(rec.get("status")), 0) + 1
+    if set(statuses) == {"skipped"}:  # none ran: "88 ran: 88 skipped" read as a contradiction
+        return f"no {what} cell ran here: all {len(pool)} were skipped (see the skip reasons)"
     counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
     why = f"; {lacking} otherwise qualifying cells have no {metric_name} recorded" if lacking else ""
-    return f"no measured {what} cell qualifies on this machine ({len(pool)} ran: {counts}{why})"
+    return f"no measured {what} cell qualifies on this machine ({len(pool)} planned: {counts}{why})"
 
 
 def split_ties(

@@ -147,7 +147,7 @@ def latency_throughput(indexes: list[RunIndex], idx: RunIndex, color: Palette) -
     title = f"Latency against throughput [{idx.position + 1}] {machine}"
     caption = (
         "Per backend (colour): single-stream (circle) and multi-stream (square) p99 at the images/s they ran; the "
-        "server scenario's tried rates (line; hollow where p99 broke the bound); offline images/s (dotted vertical "
+        "server scenario's tried rates (line; hollow where LoadGen called the rate INVALID); offline images/s (dotted vertical "
         f"line: no latency bound). Dashed: the {FRAME_MS:.1f} ms frame time at 30 FPS. Down and right is better."
     )
     recs = _scenario_group(idx)
@@ -195,7 +195,7 @@ def latency_throughput(indexes: list[RunIndex], idx: RunIndex, color: Palette) -
             Line2D([], [], color="0.4", linestyle="--", label=f"frame time {FRAME_MS:.1f} ms"),
         ]
         if bounds:
-            handles.append(Line2D([], [], color="0.6", linestyle="-.", label="server p99 bound"))
+            handles.append(Line2D([], [], color="0.6", linestyle="-.", label="server latency bound"))
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
         return PlotView(key, title, caption, svg=to_svg(fig, key))
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.core.stats import Interval
 from harness.report.deploy_cases import clean_state, dynamic_inputs, simplest
@@ -41,7 +41,11 @@ from harness.report.picks import (
     split_ties,
     workload_label,
 )
-from harness.report.usecases import per_machine
+from harness.report.scenarios import CAMERA_FPS
+from harness.report.shipping import Decision, recommendation
+from harness.report.shipping import per_machine as ship_per_machine
+from harness.report.usecase_figures import multi_check_at
+from harness.report.usecases import SCENARIO_CASES, scenario_pick
 
 log = logging.getLogger(__name__)
 
@@ -294,15 +298,46 @@ USE_CASES = {
 MODEL_ONLY = ("cpu-edge", "gpu-latency", "gpu-throughput")
 
 
+def _at_fps(case, fps: float):
+    """Several cameras at --camera-fps: the frame time its multi-stream p99 is checked against."""
+    if case.key != "multi-camera" or fps == CAMERA_FPS:
+        return case
+    frame = f"{fmt_num(1000.0 / fps)} ms"
+    checks = (("frame time", multi_check_at(fps)), *case.checks[1:])
+    return replace(
+        case,
+        title=f"Several cameras, {fps:g} FPS each",
+        constraint=f"multi-stream p99 per query within the {frame} frame time",
+        checks=checks,
+    )
+
+
 def recommendations(
-    indexes: list[RunIndex], floors: dict[str, float] | None = None, memory_cap_mib: float | None = None
+    indexes: list[RunIndex],
+    floors: dict[str, float] | None = None,
+    memory_cap_mib: float | None = None,
+    cons: Constraints | None = None,
+    decisions: list[Decision] | None = None,
 ) -> list[Recommendation]:
-    """Every use case, in page order: the scenario use cases per machine (harness.report.usecases), mobile
-    targets, the model-only use cases, dynamic shapes and the simplest deployment. `floors`: the accuracy floor
-    per precision (default ACCURACY_FLOORS); `memory_cap_mib`: the most memory a recommended cell may use."""
-    cons = Constraints(floors, memory_cap_mib)
+    """Every use case, in page order: the deployment use cases per machine (camera, server and offline from every
+    measured configuration, harness.report.shipping; several cameras and the least memory from the scenario
+    records, harness.report.usecases), mobile targets, the model-only use cases, dynamic shapes and the simplest
+    deployment. `floors`: the accuracy floor per precision (default ACCURACY_FLOORS); `memory_cap_mib`: the most
+    memory a recommended cell may use; `cons` all the constraints at once (it wins over the two); `decisions`: the
+    shipping decisions already made for these constraints (made here when None)."""
+    cons = cons or Constraints(floors, memory_cap_mib)
+    floors, memory_cap_mib = cons.floors, cons.memory_cap_mib
+    decisions = decisions if decisions is not None else ship_per_machine(indexes, cons)
+    shipped = {(d.key, d.idx.position): d for d in decisions}
+    per_machine = [
+        recommendation(shipped[(case.key, idx.position)])
+        if (case.key, idx.position) in shipped
+        else scenario_pick(_at_fps(case, cons.camera_fps), idx, indexes, cons)
+        for case in SCENARIO_CASES
+        for idx in indexes
+    ]
     return [
-        *per_machine(indexes, cons),
+        *per_machine,
         _ranked(USE_CASES["mobile-embedded"], indexes, floors, memory_cap_mib),
         *(_ranked(USE_CASES[k], indexes, floors, memory_cap_mib) for k in MODEL_ONLY),
         dynamic_inputs(indexes, memory_cap_mib),

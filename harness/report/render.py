@@ -16,8 +16,10 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from harness.report.claims import evaluate
-from harness.report.decision import anchor, decision_rows, machine_columns
+from harness.report.decision import absent_devices, anchor, decision_rows, machine_columns
+from harness.report.decision_json import decision_json
 from harness.report.fmt import Notes
+from harness.report.front import fronts
 from harness.report.header import report_id, run_header
 from harness.report.index import RunIndex, index_runs
 from harness.report.load import load_runs
@@ -28,6 +30,7 @@ from harness.report.plots import all_plots, palette
 from harness.report.plots_e2e import e2e_plots
 from harness.report.recommend import recommendations
 from harness.report.scenarios import e2e_rows, post_notes, scenario_rows
+from harness.report.shipping import per_machine
 from harness.report.summary import summary_json, summary_md
 from harness.report.tables import failures, has_compile_times, measured_rows, memory_sources, verdicts
 from harness.report.trends import regressions, trend_svgs
@@ -35,7 +38,7 @@ from harness.report.trends import regressions, trend_svgs
 log = logging.getLogger(__name__)
 
 TEMPLATES = Path(__file__).with_name("templates")
-OUTPUT_FILES = ("index.html", "summary.json", "summary.md")
+OUTPUT_FILES = ("index.html", "summary.json", "summary.md", "decision.json")
 
 
 #: the most characters of one value the page shows (a reason, a failure message, a title); the rest is in the log
@@ -76,7 +79,10 @@ class LogLinks:
         self.report_dir = report_dir.resolve()
 
     def __call__(self, idx: RunIndex, rec: dict) -> str | None:
-        rel = rec.get("log")
+        return self.file(idx, rec.get("log"))
+
+    def file(self, idx: RunIndex, rel: object) -> str | None:
+        """The link to `rel`, a path a record holds relative to its run directory (a log, LoadGen's summary)."""
         if not rel or not isinstance(rel, str):
             return None
         # A merged results dir keeps each record's log path relative to the machine's source run dir.
@@ -109,14 +115,19 @@ def build_content(
     history: dict | None = None,
     floors: dict[str, float] | None = None,
     memory_cap_mib: float | None = None,
+    cons: Constraints | None = None,
 ) -> dict[str, Any]:
-    """Everything the templates show, computed from the records."""
+    """Everything the templates show, computed from the records. `cons` (all the constraints) wins over `floors`
+    and `memory_cap_mib`."""
     notes = Notes()
     href = LogLinks(report_dir)
     trends = trend_svgs(history)
     with_compile = has_compile_times(indexes)
     color = palette(indexes)
-    recs = recommendations(indexes, floors, memory_cap_mib)
+    cons = cons or Constraints(floors, memory_cap_mib)
+    memory_cap_mib = cons.memory_cap_mib
+    decisions = per_machine(indexes, cons)
+    recs = recommendations(indexes, cons=cons, decisions=decisions)
     rows = measured_rows(indexes, notes, href, trends, with_compile)
     decision = decision_rows(recs, indexes)
     e2e = e2e_rows(indexes, notes)
@@ -125,7 +136,10 @@ def build_content(
         "headers": [run_header(idx, indexes) for idx in indexes],
         "decision": decision,
         "decision_columns": machine_columns(decision, indexes),
-        "constraints": Constraints(floors, memory_cap_mib).text(),
+        "constraints": cons.text(),
+        "decision_json": decision_json(decisions, recs, indexes, cons),
+        "fronts": fronts(indexes, cons),
+        "absent": absent_devices(indexes),
         "memory_cap_mib": memory_cap_mib,
         "rec_anchor": anchor,
         "verdicts": verdicts(indexes),
@@ -135,7 +149,7 @@ def build_content(
         "memory_sources": memory_sources(rows),
         "e2e_rows": e2e,
         "e2e_post": post_notes(e2e),
-        "scenario_rows": scenario_rows(indexes, notes, href),
+        "scenario_rows": scenario_rows(indexes, notes, href, href.file),
         "e2e_plots": e2e_plots(indexes, color),
         "operators": operators_html(indexes),
         "has_compile": with_compile,
@@ -161,11 +175,13 @@ def render_report(
     history: dict | None = None,
     floors: dict[str, float] | None = None,
     memory_cap_mib: float | None = None,
+    cons: Constraints | None = None,
 ) -> Path:
     """Render the runs in `result_dirs` side by side; returns the written index.html.
 
     Writes <out_root>/<report_id>/ (index.html, summary.json, summary.md) and refreshes <out_root>/latest/.
-    `floors` and `memory_cap_mib` are the constraints every recommendation applies.
+    `floors` and `memory_cap_mib` are the constraints every recommendation applies; `cons` all of them (the
+    camera's frame rate, the server's bound, --min-shape too), winning over the two.
     """
     runs = load_runs([Path(d) for d in result_dirs])
     if not runs:
@@ -174,10 +190,11 @@ def render_report(
     out_root = Path(out_root)
     report_dir = out_root / report_id(indexes)
     report_dir.mkdir(parents=True, exist_ok=True)
-    content = build_content(indexes, report_dir, history, floors, memory_cap_mib)
+    content = build_content(indexes, report_dir, history, floors, memory_cap_mib, cons)
     (report_dir / "index.html").write_text(render_html(content), encoding="utf-8")
     (report_dir / "summary.json").write_text(summary_json(content, indexes), encoding="utf-8")
     (report_dir / "summary.md").write_text(summary_md(content), encoding="utf-8")
+    (report_dir / "decision.json").write_text(content["decision_json"], encoding="utf-8")
     _refresh_latest(report_dir, out_root / "latest")
     log.info("report written to %s", report_dir / "index.html")
     return report_dir / "index.html"

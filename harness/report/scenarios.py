@@ -4,14 +4,16 @@ A cell that ran ok carries `latency_e2e_ms` (the `latency_ms` shape, timing scop
 device copies, model and post-processing), `stages_ms` (the p50 of each stage, null where a stage does not exist),
 `e2e` (how the stages were timed and whether they add up to the wall time), and its single-stream scenario
 (`scenario`, `scenario_result`). Cells of the scenario profile also carry `scenarios`: name -> result, each with its
-metric, value, unit, whether it is valid under its rule, and extras per scenario (LoadGen's SingleStream,
-MultiStream, Server, Offline, and a camera check at fixed frame rates).
+metric, value, unit, whether it is valid under its rule, and extras per scenario (MLPerf LoadGen's SingleStream,
+MultiStream, Server and Offline, each with LoadGen's verdict and its logs (`loadgen.logs`, the summary's path in
+the run directory); and the harness's own camera check at fixed frame rates).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.core.results_dir import dig
@@ -91,6 +93,20 @@ def ran_ips(res: dict | None) -> float | None:
     return q / s if q and s else None
 
 
+def percentile_label(res: dict | None, default: float = 0.99) -> str:
+    """`p90` or `p99`: the percentile a server or multi-stream result was judged at (`percentile`; records from
+    before LoadGen drove the scenarios were judged at the p99)."""
+    p = number(res or {}, "percentile")
+    return f"p{100 * (p if p is not None else default):g}"
+
+
+def loadgen_logs(res: dict | None) -> str | None:
+    """The path (relative to the run directory) of LoadGen's summary for a scenario result, if LoadGen ran it."""
+    lg = res.get("loadgen") if isinstance(res, dict) else None
+    path = lg.get("logs") if isinstance(lg, dict) else None
+    return path if isinstance(path, str) else None
+
+
 def pct(share: float | None) -> str:
     return "n/a" if share is None else f"{100 * share:.1f}%"
 
@@ -112,6 +128,7 @@ class ScenarioShown:
     valid: bool | None  # None: the scenario did not run for this cell
     rule: str
     note: int | None = None
+    loadgen_href: str | None = None  # LoadGen's summary of this scenario
 
 
 @dataclass
@@ -131,10 +148,12 @@ def _detail(name: str, res: dict) -> str:
     if name == "single-stream":
         p50, p99 = number(res, "p50"), number(res, "p99")
         ci = span_text(span(res, "p99_interval"))
+        sure = number(res, "p90_guaranteed")
         return (
             (f"p50 {n(p50)} · " if p50 else "")
             + (f"p99 {n(p99)} ms" if p99 else "")
             + (f" [{ci}]" if ci else "")
+            + (f" · LoadGen guarantees p90 ≤ {n(sure)} ms" if sure else "")
         )
     if name == "multi-stream":
         streams, p99, ips = number(res, "streams"), number(res, "p99"), ran_ips(res)
@@ -143,8 +162,8 @@ def _detail(name: str, res: dict) -> str:
         return " · ".join(p for p in parts if p)
     if name == "server":
         bound, rates = number(res, "bound_ms"), span_text(span(res, "rate_interval"))
-        return (f"p99 ≤ {n(bound)} ms" if bound else "") + (
-            f" · passing–failing {rates} q/s" if rates else ""
+        return (f"{percentile_label(res)} ≤ {n(bound)} ms" if bound else "") + (
+            f" · VALID–INVALID {rates} q/s" if rates else ""
         )
     if name == "offline":
         b, c, ci = number(res, "batch"), number(res, "concurrency"), span_text(span(res, "ips_interval"))
@@ -156,18 +175,24 @@ def _detail(name: str, res: dict) -> str:
     return ""
 
 
-def _shown(rec: dict, name: str, notes: Notes) -> ScenarioShown:
+FileHref = Callable[[RunIndex, object], "str | None"]
+
+
+def _shown(idx: RunIndex, rec: dict, name: str, notes: Notes, files: FileHref | None) -> ScenarioShown:
     res = result(rec, name)
     if res is None:
         return ScenarioShown(name, "—", "not run for this cell", None, "")
     value, unit = number(res, "value"), str(res.get("unit") or "")
     rule = str(res.get("rule") or "")
     valid = res.get("valid") is True
+    href = files(idx, loadgen_logs(res)) if files else None
     if value is None:
         why = str(res.get("reason") or null_reason(rec, f"scenarios.{name}.value"))
-        return ScenarioShown(name, "n/a", _detail(name, res), valid, rule, notes.ref(why))
+        return ScenarioShown(name, "n/a", _detail(name, res), valid, rule, notes.ref(why), href)
     text = f"{pct(value)}" if unit in ("share", "fraction") else f"{fmt_num(value)} {unit}".strip()
-    return ScenarioShown(name, text, _detail(name, res), valid, rule)
+    if res.get("valid") is False and res.get("reason"):
+        rule += f" — not valid: {res['reason']}"
+    return ScenarioShown(name, text, _detail(name, res), valid, rule, loadgen_href=href)
 
 
 def _sorted_cells(idx: RunIndex, keep) -> list[dict]:
@@ -188,8 +213,11 @@ def _workload(rec: dict) -> str:
     return f"{row_label(workload_key(rec)[:5])} · {rec.get('height')}x{rec.get('width')}"
 
 
-def scenario_rows(indexes: list[RunIndex], notes: Notes, href: LogHref) -> list[ScenarioRow]:
-    """One row per cell that ran more than its single-stream scenario: each scenario's value, unit and validity."""
+def scenario_rows(
+    indexes: list[RunIndex], notes: Notes, href: LogHref, files: FileHref | None = None
+) -> list[ScenarioRow]:
+    """One row per cell that ran more than its single-stream scenario: each scenario's value, unit and validity,
+    and (`files`: run-relative path -> link) LoadGen's summary of each scenario LoadGen ran."""
     rows = []
     for idx in indexes:
         for rec in _sorted_cells(idx, lambda r: isinstance(r.get("scenarios"), dict) and r["scenarios"]):
@@ -201,7 +229,7 @@ def scenario_rows(indexes: list[RunIndex], notes: Notes, href: LogHref) -> list[
                     workload=_workload(rec),
                     backend=str(rec.get("backend")),
                     device=str(rec.get("device")),
-                    scenarios=[_shown(rec, name, notes) for name in SCENARIOS],
+                    scenarios=[_shown(idx, rec, name, notes, files) for name in SCENARIOS],
                     log_href=href(idx, rec),
                 )
             )

@@ -18,6 +18,7 @@ from harness.report.scenarios import (
     e2e_p99_interval,
     missed_share,
     pct,
+    percentile_label,
     ran_ips,
     result,
     span,
@@ -33,7 +34,10 @@ def invalid(name: str) -> Callable[[dict], str | None]:
     def check(rec: dict) -> str | None:
         res = result(rec, name) or {}
         if res.get("valid") is False:
-            return f"{name} result not valid under its rule ({res.get('rule') or 'no rule recorded'})"
+            return (
+                f"{name} result not valid under its rule ({res.get('rule') or 'no rule recorded'}): to decide, "
+                "measure it again with more queries or a longer run"
+            )
         return None
 
     return check
@@ -79,15 +83,20 @@ def stream_count(rec: dict) -> float | None:
     return number(result(rec, "multi-stream") or {}, "streams")
 
 
-def multi_check(rec: dict) -> str | None:
+def multi_check(rec: dict, frame_ms: float = FRAME_MS) -> str | None:
     res = result(rec, "multi-stream") or {}
     p99, streams = number(res, "p99"), stream_count(rec)
     if p99 is None or streams is None:
         return "multi-stream p99 or stream count not recorded"
-    if p99 > FRAME_MS:
-        frame = fmt_num(FRAME_MS)
+    if p99 > frame_ms:
+        frame = fmt_num(frame_ms)
         return f"p99 per query {fmt_num(p99)} ms over the {frame} ms frame time with {int(streams)} streams"
     return None
+
+
+def multi_check_at(fps: float) -> Callable[[dict], str | None]:
+    """multi_check at another camera frame rate (--camera-fps)."""
+    return lambda rec: multi_check(rec, 1000.0 / fps)
 
 
 def multi_figure(rec: dict) -> str:
@@ -95,7 +104,9 @@ def multi_figure(rec: dict) -> str:
     ips = ran_ips(res)
     tail = f", {fmt_num(ips)} img/s" if ips is not None else ""
     p99 = fmt_num(number(res, "p99") or 0)
-    return f"{int(stream_count(rec) or 0)} streams at p99 {p99} ms ≤ {fmt_num(FRAME_MS)} ms{tail}"
+    return (
+        f"{int(stream_count(rec) or 0)} streams at p99 {p99} ms{tail}"  # the frame time is the constraint's
+    )
 
 
 def multi_numbers(rec: dict) -> str:
@@ -118,25 +129,31 @@ def server_check(rec: dict) -> str | None:
     if rate is None or rate <= 0:
         tried = [t for t in res.get("tried") or [] if isinstance(t, dict)]
         low = min(tried, key=lambda t: number(t, "rate") or math.inf) if tried else None
+        label = percentile_label(res)
+        figure = number(low, "target_ms") if low else None
+        figure = figure if figure is not None else (number(low, "p99_ms") if low else None)
         said = (
-            f": at the lowest rate tried, {fmt_num(number(low, 'rate') or 0)} q/s, p99 was "
-            f"{fmt_num(number(low, 'p99_ms') or 0)} ms"
+            f": at the lowest rate tried, {fmt_num(number(low, 'rate') or 0)} q/s, {label} was "
+            f"{fmt_num(figure or 0)} ms"
             if low
             else ""
         )
-        return f"no rate kept p99 within {fmt_num(bound or 0)} ms{said}"
+        why = f" ({low['reason']})" if low and isinstance(low.get("reason"), str) else ""
+        return f"no rate kept {label} within {fmt_num(bound or 0)} ms{said}{why}"
     return None
 
 
 def server_bound(recs: list[dict]) -> str:
     bounds = sorted({b for r in recs if (b := number(server(r), "bound_ms")) is not None})
     said = " or ".join(f"{fmt_num(b)} ms" for b in bounds) or "the recorded bound"
-    return f"p99 within {said} at the rate served"
+    labels = sorted({percentile_label(server(r)) for r in recs}) or ["p99"]
+    return f"{' or '.join(labels)} within {said} at the rate served"
 
 
 def server_figure(rec: dict) -> str:
     res = server(rec)
-    return f"{fmt_num(number(res, 'value') or 0)} q/s at p99 ≤ {fmt_num(number(res, 'bound_ms') or 0)} ms"
+    label = percentile_label(res)
+    return f"{fmt_num(number(res, 'value') or 0)} q/s at {label} ≤ {fmt_num(number(res, 'bound_ms') or 0)} ms"
 
 
 def server_numbers(rec: dict) -> str:
@@ -177,10 +194,13 @@ def offline_numbers(rec: dict) -> str:
     res = offline(rec)
     ci = span_text(span(res, "ips_interval"))
     sweep = len([s for s in res.get("sweep") or [] if isinstance(s, dict)])
+    # LoadGen's offline rounds give the range of their images/s (coverage in the record); older records a 95% CI
+    cover = number(res, "ips_interval_coverage")
+    said = f"{100 * cover:.0f}% interval, the rounds' range" if cover is not None else "95% CI"
     return (
         offline_figure(rec)
-        + (f" (95% CI {ci})" if ci else " (no interval)")
-        + (f"; best of {sweep} batch × concurrency settings" if sweep else "")
+        + (f" ({said} {ci})" if ci else " (no interval)")
+        + (f"; fewest of {sweep} concurrency settings within the best's interval" if sweep else "")
     )
 
 

@@ -1,24 +1,36 @@
-"""Use-case scenarios of one loaded runner: single-stream, multi-stream, server, offline and the camera check.
+"""Use-case scenarios of one loaded runner, driven by MLPerf LoadGen: single-stream, multi-stream, server and
+offline (harness.scenarios.results, harness.scenarios.server), and the harness's own camera check
+(harness.scenarios.camera: LoadGen has no such scenario).
 
-Every query is one end-to-end pipeline call (harness.measure.pipeline) on one of the runner's streams
-(harness.backends.base.Runner.streams): the runtime's own concurrency where it has one. harness.scenarios.loadgen
-issues the queries and keeps the clock. `run_all` returns the record's `scenarios` section: name -> result, each
-with its metric, value, unit, rule and whether the rule held.
+The harness provides LoadGen's system under test (the runner's end-to-end call on its streams,
+harness.scenarios.loadgen) and its query sample library (the bundled images); LoadGen issues the queries, keeps the
+clock, judges each run and writes its logs under results/<run>/loadgen/<cell-id>/<scenario>/. `run_all` returns the
+record's `scenarios` section: name -> result, each with its metric, value, unit, LoadGen's verdict (`valid`, and
+`reason` when not), the rule, and its log files.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from harness.measure.pipeline import for_runner
+from harness.scenarios import camera as camera_check
 from harness.scenarios import loadgen
+from harness.scenarios import server as server_scenario
+from harness.scenarios.results import Target, multi_stream, single_stream
+from harness.scenarios.settings import LOADGEN_SCENARIOS, SHORT, Durations
+
+log = logging.getLogger(__name__)
 
 SCENARIOS = ("single-stream", "multi-stream", "server", "offline", "camera")
 #: multi-stream's streams on a GPU (MLPerf's MultiStream: 8 samples per query); on a CPU, the thread budget
 GPU_STREAMS = 8
 DEFAULT_BOUND_MS = 100.0
-#: at most 12 s per scenario: 100 queries of a 120 ms call still fit
-DEFAULT_BUDGET = loadgen.Budget(max_s=12.0)
 
 
 @dataclass(frozen=True)
@@ -28,45 +40,68 @@ class ScenarioConfig:
     bound_ms: float = DEFAULT_BOUND_MS
     threads: int = 2
     seed: int = 0
-    budget: loadgen.Budget = DEFAULT_BUDGET
+    durations: Durations = SHORT
     offline_sweep: tuple[int, ...] = (1, 2, 4)
-    offline_s: float = 1.5
     camera_s: float = 2.0
+    #: YOLO26_BENCH_SLOWDOWN's factor for this cell's backend: every query stretched to this many times its time
+    slowdown: float = 1.0
+    images: tuple[str, ...] = field(default=("bus.jpg", "zidane.jpg"))
 
     def streams(self, device: str) -> int:
         return GPU_STREAMS if device != "cpu" else max(1, self.threads)
 
 
-#: the server runs the fewest streams whose offline throughput is within this share of the best
-SERVER_STREAMS_SLACK = 0.10
+def stretched(call: Callable[[Any], Any], factor: float) -> Callable[[Any], Any]:
+    """`call`, then a sleep that stretches it to `factor` times its duration (the slowdown testing knob)."""
+    if factor <= 1.0:
+        return call
+
+    def slow(p: Any) -> Any:
+        t0 = time.perf_counter()
+        out = call(p)
+        time.sleep((time.perf_counter() - t0) * (factor - 1.0))
+        return out
+
+    return slow
 
 
-def server_concurrency(offline: dict) -> int:
-    """The server scenario's streams: the fewest whose offline images/s is within SERVER_STREAMS_SLACK of the
-    best (more streams than that add contention to every query's latency, not throughput); 1 without a sweep."""
-    sweep = [r for r in offline.get("sweep") or [] if r.get("ips")]
-    if not sweep:
-        return 1
-    best = max(r["ips"] for r in sweep)
-    return min(r["concurrency"] for r in sweep if r["ips"] >= (1 - SERVER_STREAMS_SLACK) * best)
+def streams_for(runner, cell, cfg: ScenarioConfig) -> Callable[[int], tuple[list[loadgen.Query], str]]:
+    """`n` -> n query functions, one per stream of the runner: query(i) is one end-to-end call on image i."""
+
+    def make(n: int) -> tuple[list[loadgen.Query], str]:
+        streams = runner.streams(n)
+        queries = []
+        for call in streams.calls:
+            pipes = [
+                for_runner(runner, cell, image=name, call=stretched(call, cfg.slowdown))
+                for name in cfg.images
+            ]
+            queries.append(lambda i, pipes=pipes: pipes[i % len(pipes)].whole())
+        return queries, streams.mechanism
+
+    return make
 
 
-def queries(runner, cell, n: int) -> tuple[list[loadgen.Query], str]:
-    """`n` end-to-end queries, one per stream of the runner, and the runtime's concurrency mechanism."""
-    streams = runner.streams(n)
-    return [for_runner(runner, cell, call=c).whole for c in streams.calls], streams.mechanism
+def skipped(name: str, why: str) -> dict:
+    return {"scenario": name, "value": None, "valid": False, "reason": why, "driver": "mlperf_loadgen"}
 
 
-def run_all(runner, cell, cfg: ScenarioConfig, single_p50_ms: float | None = None) -> dict:
+def run_all(
+    runner,
+    cell,
+    cfg: ScenarioConfig,
+    log_dir: Path,
+    run_dir: Path,
+    single_p50_ms: float | None = None,
+) -> dict:
     """Every scenario of `runner` for `cell`, in turn. A scenario that raises is a result with its reason."""
     out: dict[str, dict] = {}
-    one, _ = queries(runner, cell, 1)
-    n = cfg.streams(cell.device)
 
     def guarded(name, fn):
         try:
             out[name] = fn()
         except Exception as e:  # one scenario failing must not lose the others
+            log.exception("scenario %s failed", name)
             out[name] = {
                 "scenario": name,
                 "value": None,
@@ -74,28 +109,37 @@ def run_all(runner, cell, cfg: ScenarioConfig, single_p50_ms: float | None = Non
                 "reason": f"{type(e).__name__}: {e}",
             }
 
-    guarded("single-stream", lambda: loadgen.single_stream(one[0], cfg.budget))
-    p50 = (out["single-stream"].get("p50") or single_p50_ms or 10.0) / 1e3
-
-    def multi():
-        qs, mech = queries(runner, cell, n)
-        return loadgen.multi_stream(qs, mech, cfg.budget)
-
-    def server():
-        best = server_concurrency(out.get("offline") or {})
-        qs, mech = queries(runner, cell, best)
-        # start at half the rate the streams could serve back to back
-        return loadgen.server(
-            qs, mech, cfg.bound_ms, start_rate=0.5 * best / p50, seed=cfg.seed, budget=cfg.budget
+    make = streams_for(runner, cell, cfg)
+    missing = loadgen.missing()
+    if missing:
+        for name in LOADGEN_SCENARIOS:
+            out[name] = skipped(name, missing)
+    else:
+        target = Target(make, len(cfg.images), cell.batch, log_dir, run_dir, cfg.durations, cfg.seed)
+        p50 = single_p50_ms or 10.0
+        n = cfg.streams(cell.device)
+        # expected latencies low: LoadGen pre-generates queries from them, and too few would end a run short
+        guarded("single-stream", lambda: single_stream(target, 0.5 * p50))
+        p50 = out["single-stream"].get("p50") or p50  # LoadGen's, with the slowdown if any
+        guarded("multi-stream", lambda: multi_stream(target, n, 0.5 * p50))
+        guarded(
+            "offline",
+            lambda: server_scenario.offline_sweep(target, cfg.offline_sweep, 1000.0 / p50, cfg.threads),
         )
 
-    def offline():
-        return loadgen.offline(
-            lambda c: queries(runner, cell, c), cell.batch, cfg.offline_sweep, cfg.offline_s
-        )
+        def server():
+            off = out.get("offline") or {}
+            streams = off.get("concurrency") or 1
+            row = next((r for r in off.get("sweep") or [] if r["concurrency"] == streams), None)
+            capacity = row["ips"] / cell.batch if row and row.get("ips") else streams * 1000.0 / p50
+            _, mechanism = make(streams)
+            # the median service time alone (single-stream's p50): over the bound, no rate can pass
+            return server_scenario.server(
+                target, streams, mechanism, cfg.bound_ms, capacity, 0.5 * p50, service_ms=p50
+            )
 
-    guarded("multi-stream", multi)
-    guarded("offline", offline)
-    guarded("server", server)
-    guarded("camera", lambda: loadgen.camera(one[0], seconds=cfg.camera_s))
+        guarded("server", server)
+        out = {name: out[name] for name in ("single-stream", "multi-stream", "server", "offline")}
+    query = make(1)[0][0]
+    guarded("camera", lambda: camera_check.camera(lambda: query(0), seconds=cfg.camera_s))
     return out

@@ -1,0 +1,265 @@
+"""The candidates of a machine: every configuration it measured (model size, shape, precision, backend, head,
+batch), with its accuracy as known and its memory, and the figure each deployment use case ranks it on.
+
+A use-case figure comes from the cell's scenario result where the run measured that scenario for it; otherwise the
+cell is screened with the end-to-end distribution its record already has (`latency_e2e_ms`), and the figure says
+so. Every figure carries an interval, and says how it was obtained: the scenario's own (the single-stream p99's,
+the server's last passing to first failing rate, the offline per-slice images/s), else derived from the end-to-end
+p50's 95% interval (its relative width applied to a rate), else the range the p99 must lie in (the e2e p90 to the
+slowest round).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+from dataclasses import dataclass
+
+from harness.core.stats import Interval
+from harness.report.accuracy_known import Accuracy, accuracy_of
+from harness.report.index import RunIndex, export_only_backends
+from harness.report.load import number
+from harness.report.scenarios import result, span
+
+log = logging.getLogger(__name__)
+
+SCENARIO, SCREEN = "scenario", "screen"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A candidate's figure for one use case: `value` (ms or per second), its `interval`, how the interval was
+    obtained, and whether it is the scenario's measurement or a screen from the end-to-end distribution."""
+
+    value: float
+    interval: Interval | None
+    text: str  # `e2e p99 17.8 ms`
+    interval_how: str
+    source: str  # SCENARIO or SCREEN
+    note: str = ""  # what the screen stands on, or the scenario's rule
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One measured configuration on one machine."""
+
+    idx: RunIndex
+    rec: dict
+    accuracy: Accuracy
+
+    @property
+    def shape(self) -> str:
+        h, w = self.rec.get("height"), self.rec.get("width")
+        return str(h) if h == w else f"{h}x{w}"
+
+    @property
+    def min_side(self) -> int:
+        return min(int(self.rec.get("height") or 0), int(self.rec.get("width") or 0))
+
+    def config(self) -> dict:
+        """The configuration, as decision.json names it."""
+        r = self.rec
+        return {
+            "model": f"yolo26{r.get('size')}",
+            "size": r.get("size"),
+            "task": r.get("task"),
+            "head": r.get("head"),
+            "shape": self.shape,
+            "precision": r.get("precision_requested"),
+            "backend": r.get("backend"),
+            "device": r.get("device"),
+            "batch": r.get("batch"),
+            "cell_id": r.get("cell_id"),
+        }
+
+    def label(self) -> str:
+        r = self.rec
+        return (
+            f"yolo26{r.get('size')} {self.shape} {r.get('precision_requested')} · {r.get('backend')}/"
+            f"{r.get('device')}" + (f" · batch {r.get('batch')}" if r.get("batch") != 1 else "")
+        )
+
+    def short(self) -> str:
+        """The configuration less its backend and device (said beside it)."""
+        r = self.rec
+        batch = f" batch {r.get('batch')}" if r.get("batch") != 1 else ""
+        return f"yolo26{r.get('size')} {self.shape} {r.get('precision_requested')}{batch}"
+
+    def memory_mib(self) -> float | None:
+        return number(self.rec, "memory.host_peak_rss_mib")
+
+
+def candidates(idx: RunIndex) -> list[Candidate]:
+    """Every configuration the machine ran ok (export-only targets have no runtime here; dynamic artifacts are
+    candidates at the shape they ran)."""
+    cells = idx.cells
+    return [
+        Candidate(idx, r, accuracy_of(r, cells))
+        for r in cells
+        if r.get("status") == "ok"
+        and r.get("backend") not in export_only_backends()
+        and r.get("height")
+        and r.get("width")
+    ]
+
+
+def fmt(v: float, digits: int = 3) -> str:
+    if math.isinf(v):
+        return "∞"
+    return f"{v:.{digits}g}" if abs(v) < 10**digits else f"{v:.0f}"
+
+
+def interval_text(iv: Interval | None) -> str:
+    return "no interval" if iv is None else f"{fmt(iv.lo)}–{fmt(iv.hi)}"
+
+
+def _scaled(iv: Interval | None, p50: float, value: float) -> Interval | None:
+    """A rate's interval from its latency p50's: the rate is inversely proportional to the latency."""
+    if iv is None or iv.lo <= 0:
+        return None
+    return Interval(value * p50 / iv.hi, value * p50 / iv.lo)
+
+
+def e2e_p50_interval(rec: dict) -> Interval | None:
+    ci = (
+        (rec.get("latency_e2e_ms") or {}).get("p50_ci")
+        if isinstance(rec.get("latency_e2e_ms"), dict)
+        else None
+    )
+    if isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, int | float) for v in ci):
+        return Interval(float(ci[0]), float(ci[1]))
+    return None
+
+
+# -- camera --------------------------------------------------------------------------------------------------------
+def camera_figure(rec: dict) -> Figure | None:
+    """The e2e p99 at batch 1: the single-stream scenario's, else screened from `latency_e2e_ms` (its p99 where
+    recorded, else its slowest round, which a p99 of that many rounds cannot exceed)."""
+    res = result(rec, "single-stream")
+    e2e = rec.get("latency_e2e_ms") if isinstance(rec.get("latency_e2e_ms"), dict) else {}
+    low = number(e2e, "p90") or number(e2e, "p50")
+    worst = number(e2e, "max")
+    ranged = "the range the p99 lies in: the e2e p90 (p50 when p90 is not recorded) to the slowest round"
+    p99 = number(res or {}, "p99")
+    if p99 is not None:
+        iv, how = span(res, "p99_interval"), "95% interval of the single-stream p99"
+        if iv is None and low is not None and worst is not None and low <= p99 <= worst:
+            iv, how = Interval(low, worst), ranged + " (no p99 interval recorded with the result)"
+        return Figure(p99, iv, f"e2e p99 {fmt(p99)} ms", how if iv else "no interval recorded", SCENARIO,
+                      "single-stream result")  # fmt: skip
+    if not e2e:
+        return None
+    rounds = int(number(e2e, "rounds") or 0)
+    p99 = number(e2e, "p99")
+    if p99 is not None:  # enough rounds for a p99 of the end-to-end timing itself
+        iv = Interval(low, worst) if low is not None and worst is not None and low <= p99 <= worst else None
+        note = "screened: no single-stream result; the e2e p99 of the record's end-to-end timing"
+        return Figure(p99, iv, f"e2e p99 {fmt(p99)} ms", ranged if iv else "no interval", SCREEN, note)
+    if worst is None:
+        return None
+    iv = Interval(low, worst) if low is not None and low <= worst else None
+    note = f"screened: no single-stream p99; the slowest of {rounds} end-to-end rounds stands in for it"
+    return Figure(worst, iv, f"slowest of {rounds} e2e rounds {fmt(worst)} ms", ranged, SCREEN, note)
+
+
+# -- rates (server, offline): screened from the e2e p50, scaled by what the machine measured ---------------------
+def _back_to_back(rec: dict) -> float | None:
+    p50, batch = number(rec, "latency_e2e_ms.p50"), rec.get("batch")
+    if not p50 or not isinstance(batch, int):
+        return None
+    return batch * 1000.0 / p50
+
+
+def screen_factor(cells: list[dict], scenario: str) -> tuple[float, str]:
+    """The median, over the machine's cells measured under `scenario`, of its rate over the back-to-back rate of
+    the cell's e2e p50: how a screen turns an e2e p50 into the scenario's rate on this machine (1.0, said so,
+    when no cell has both)."""
+    ratios = []
+    for r in cells:
+        value, b2b = number(result(r, scenario) or {}, "value"), _back_to_back(r)
+        if value and b2b and (result(r, scenario) or {}).get("valid") is not False:
+            ratios.append(value / b2b)
+    if not ratios:
+        return 1.0, "batch × 1000 / e2e p50 (no cell of this machine has both to scale by)"
+    k = statistics.median(ratios)
+    return (
+        k,
+        f"batch × 1000 / e2e p50 × {k:.2f}, the median {scenario}/e2e ratio of {len(ratios)} measured cells",
+    )
+
+
+def _rate_screen(rec: dict, factor: tuple[float, str], unit: str, what: str) -> Figure | None:
+    b2b = _back_to_back(rec)
+    if b2b is None:
+        return None
+    value = b2b * factor[0]
+    p50 = number(rec, "latency_e2e_ms.p50") or 0.0
+    iv = _scaled(e2e_p50_interval(rec), p50, value)
+    how = "derived from the e2e p50's 95% interval (a rate is inversely proportional to it)"
+    note = f"screened: no {what} result; estimated as {factor[1]}"
+    return Figure(value, iv, f"{fmt(value)} {unit} (screen)", how, SCREEN, note)
+
+
+def server_figure(rec: dict, bound_ms: float | None, factor: tuple[float, str]) -> Figure | None:
+    """The highest rate served with p99 within `bound_ms`: the server scenario's (re-decided from the rates it
+    tried when the bound differs from the one it ran under), else screened from the e2e p50."""
+    res = result(rec, "server")
+    if res is not None:
+        recorded = number(res, "bound_ms")
+        if bound_ms is None or recorded == bound_ms:
+            value = number(res, "value") or 0.0
+            iv = span(res, "rate_interval")
+            how = "last passing to first failing rate tried" if iv else "no rate interval recorded"
+            bound = fmt(recorded or 0)
+            return Figure(
+                value, iv, f"{fmt(value)} q/s at p99 ≤ {bound} ms", how, SCENARIO, "server scenario"
+            )
+        return _redecided(res, bound_ms)
+    worst = number(rec, "latency_e2e_ms.p99") or number(rec, "latency_e2e_ms.max")
+    if worst is not None and bound_ms is not None and worst > bound_ms:  # over the bound even with no queue
+        said = "e2e p99" if number(rec, "latency_e2e_ms.p99") is not None else "slowest e2e round"
+        text = f"{said} {fmt(worst)} ms over the {fmt(bound_ms)} ms bound with no queueing (screen)"
+        note = "screened: no server result; its end-to-end timing alone exceeds the bound"
+        return Figure(0.0, None, text, "no rate: the bound fails before any load", SCREEN, note)
+    fig = _rate_screen(rec, factor, "q/s", "server")
+    if fig is None:
+        return None
+    return Figure(
+        fig.value, fig.interval, fig.text.replace("(screen)", f"at p99 ≤ {fmt(bound_ms or 0)} ms (screen)"),
+        fig.interval_how, SCREEN, fig.note,
+    )  # fmt: skip
+
+
+def _redecided(res: dict, bound_ms: float) -> Figure:
+    tried = [
+        (number(t, "rate"), number(t, "p99_ms"))
+        for t in res.get("tried") or []
+        if isinstance(t, dict) and number(t, "rate") is not None and number(t, "p99_ms") is not None
+    ]
+    passing = [r for r, p in tried if p <= bound_ms]  # type: ignore[operator]
+    value = max(passing) if passing else 0.0
+    failing = [r for r, p in tried if p > bound_ms and r > value]  # type: ignore[operator]
+    iv = Interval(value, min(failing) if failing else math.inf) if passing else None
+    how = f"re-decided from the {len(tried)} rates the server scenario tried: last passing to first failing"
+    note = f"server scenario ran under p99 ≤ {fmt(number(res, 'bound_ms') or 0)} ms; re-decided for {fmt(bound_ms)} ms"
+    return Figure(value, iv, f"{fmt(value)} q/s at p99 ≤ {fmt(bound_ms)} ms", how, SCENARIO, note)
+
+
+def offline_figure(rec: dict, factor: tuple[float, str]) -> Figure | None:
+    """Images/s offline: the offline scenario's, with its per-slice interval where recorded (else the e2e p50's
+    interval applied to it), else screened from the e2e p50."""
+    res = result(rec, "offline")
+    value = number(res or {}, "value")
+    if value:
+        iv = span(res, "ips_interval")
+        how = "95% interval of the per-slice images/s"
+        if iv is None:
+            p50 = number(rec, "latency_e2e_ms.p50") or 0.0
+            iv = _scaled(e2e_p50_interval(rec), p50, value)
+            how = "derived from the e2e p50's 95% interval (no per-slice rates recorded; relative width applied)"
+        b, c = number(res or {}, "batch"), number(res or {}, "concurrency")
+        at = f" at batch {int(b)} × {int(c)} concurrent" if b and c else ""
+        return Figure(value, iv, f"{fmt(value)} img/s{at}", how, SCENARIO, "offline scenario")
+    fig = _rate_screen(rec, factor, "img/s", "offline")
+    return fig

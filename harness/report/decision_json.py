@@ -1,0 +1,134 @@
+"""decision.json: the answer the first screen shows, as data, one entry per use case and machine, so CI and
+dashboards read the same answer as the page.
+
+Each entry: `{"use_case", "machine", "objective", "constraints", "pick": {configuration, figure, interval,
+accuracy, accuracy_source, ...} or null, "tied_with": [...], "nearest_miss": {configuration, figure, misses_by,
+command, ...} or null, "reason", "screened": [...]}`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+from harness.report.index import RunIndex
+from harness.report.picks import Constraints, Pick, Recommendation
+from harness.report.shipping import Decision, Scored
+
+log = logging.getLogger(__name__)
+
+DECISION_VERSION = 1
+
+
+def _iv(s: Scored) -> list[float | None] | None:
+    iv = s.fig.interval
+    if iv is None:
+        return None
+    return [iv.lo, None if math.isinf(iv.hi) else iv.hi]  # null: open upper end (no rate tried failed)
+
+
+def _scored(s: Scored) -> dict:
+    acc = s.cand.accuracy
+    return {
+        "configuration": s.cand.config(),
+        "figure": s.fig.text,
+        "value": s.fig.value,
+        "interval": _iv(s),
+        "interval_how": s.fig.interval_how,
+        "figure_source": s.fig.source,
+        "figure_note": s.fig.note,
+        "accuracy": acc.map50_95 if acc.source == "measured" else acc.coco,
+        "accuracy_source": acc.source,
+        "accuracy_detail": acc.as_dict(),
+        "memory_mib": s.cand.memory_mib(),
+    }
+
+
+def constraints_dict(cons: Constraints, own: str) -> dict:
+    return {
+        "own": own,
+        "camera_fps": cons.camera_fps,
+        "server_bound_ms": cons.server_bound_ms,
+        "accuracy_floors": cons.floors,
+        "memory_cap_mib": cons.memory_cap_mib,
+        "min_shape": cons.min_shape,
+        "in_words": cons.text(),
+    }
+
+
+def entry(dec: Decision) -> dict:
+    """One shipping decision as data."""
+    return {
+        "use_case": dec.key,
+        "title": dec.title,
+        "machine": dec.machine,
+        "objective": dec.case.objective,
+        "constraints": constraints_dict(dec.cons, dec.constraint),
+        "pick": _scored(dec.pick) if dec.pick else None,
+        "tied_with": [_scored(s) for s in dec.tied],
+        "tie_reason": dec.tie_reason or None,
+        "nearest_miss": dec.nearest,
+        "reason": dec.reason,
+        "screened": [
+            {"cell_id": s.cand.rec.get("cell_id"), "figure": s.fig.text, "note": s.fig.note}
+            for s in dec.screened
+        ],
+    }
+
+
+def _pick_from_rec(p: Pick, idx: RunIndex) -> dict:
+    rec = idx.by_id.get(p.cell_id) or {}
+    h, w = rec.get("height"), rec.get("width")
+    return {
+        "configuration": {
+            "model": f"yolo26{rec.get('size')}",
+            "size": rec.get("size"),
+            "task": rec.get("task"),
+            "head": rec.get("head"),
+            "shape": str(h) if h == w else f"{h}x{w}",
+            "precision": rec.get("precision_requested"),
+            "backend": p.backend,
+            "device": p.device,
+            "batch": rec.get("batch"),
+            "cell_id": p.cell_id,
+        },
+        "figure": p.figure or p.numbers,
+        "interval": None,
+        "interval_how": "see figure (this use case compares one workload's scenario results)",
+        "accuracy": None,
+        "accuracy_source": "not known",
+    }
+
+
+def other_entry(rec: Recommendation, idx: RunIndex, cons: Constraints) -> dict:
+    """A per-machine use case answered from one workload's scenario results (several cameras, least memory)."""
+    picks = [rec.winner] if rec.winner else list(rec.tied[:1])
+    return {
+        "use_case": rec.key,
+        "title": rec.title,
+        "machine": rec.machine,
+        "objective": rec.criterion,
+        "constraints": constraints_dict(cons, rec.constraint or ""),
+        "pick": _pick_from_rec(picks[0], idx) if picks else None,
+        "tied_with": [_pick_from_rec(p, idx) for p in rec.tied[1:]],
+        "tie_reason": rec.tie_reason,
+        "nearest_miss": None,
+        "reason": rec.none_reason or (f"compared on {rec.workload}" if rec.workload else ""),
+        "screened": [],
+    }
+
+
+def decision_json(
+    decisions: list[Decision], recs: list[Recommendation], indexes: list[RunIndex], cons: Constraints
+) -> str:
+    """decision.json's text: the shipping decisions, then the other per-machine use cases."""
+    shipped = {(d.key, d.idx.position) for d in decisions}
+    by_pos = {i.position: i for i in indexes}
+    entries = [entry(d) for d in decisions]
+    entries += [
+        other_entry(r, by_pos[r.machine_pos], cons)
+        for r in recs
+        if r.machine_pos is not None and (r.key, r.machine_pos) not in shipped and r.machine_pos in by_pos
+    ]
+    return json.dumps({"version": DECISION_VERSION, "decisions": entries}, indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,153 @@
+"""The latency-accuracy front of each machine: the measured configurations no other beats on both end-to-end
+latency and accuracy, as a table and a plot with each use case's constraint drawn.
+
+Latency is the camera use case's figure (the e2e p99 at batch 1, from the single-stream scenario or screened from
+the record's end-to-end timing). Accuracy is on one scale for every size: the published COCO mAP50-95 of the size at
+640 times the ratios this run measured (the precision's mAP over its fp32 reference's, a shape's fp32 mAP over the
+640 one's); a configuration with a factor not known is left off the front, and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from harness.report.candidates import Candidate, Figure, camera_figure, candidates, fmt, interval_text
+from harness.report.index import RunIndex
+from harness.report.matrix import machine_label
+from harness.report.picks import Constraints
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FrontRow:
+    label: str
+    cell_id: str
+    latency: str
+    accuracy: str
+    meets: str  # the use-case constraints it meets, in words
+    x: float
+    y: float
+
+
+@dataclass(frozen=True)
+class Front:
+    """One machine's front: its rows (fastest first), how many candidates were left off and why, and the plot."""
+
+    machine: str
+    position: int
+    rows: list[FrontRow]
+    left_off: str
+    svg: str | None
+    empty_reason: str | None = None
+
+
+def _points(idx: RunIndex) -> tuple[list[tuple[Candidate, Figure]], int]:
+    pts, unknown = [], 0
+    for c in candidates(idx):
+        if c.rec.get("batch") != 1:
+            continue
+        fig = camera_figure(c.rec)
+        if fig is None:
+            continue
+        if c.accuracy.coco is None:
+            unknown += 1
+            continue
+        pts.append((c, fig))
+    return pts, unknown
+
+
+def non_dominated(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other beats on both (lower x, higher y; at least as good on both, better on one)."""
+    out = []
+    for i, (x, y) in enumerate(points):
+        beaten = any(
+            (ox <= x and oy >= y) and (ox < x or oy > y) for j, (ox, oy) in enumerate(points) if j != i
+        )
+        if not beaten:
+            out.append(i)
+    return out
+
+
+def _meets(fig: Figure, cons: Constraints) -> str:
+    frame = 1000.0 / cons.camera_fps
+    bound = cons.server_bound_ms or 100.0
+    said = [f"camera {fmt(cons.camera_fps)} FPS" if fig.value <= frame else ""]
+    said.append(f"server bound {fmt(bound)} ms unloaded" if fig.value <= bound else "")
+    return ", ".join(s for s in said if s) or "neither"
+
+
+def machine_front(idx: RunIndex, indexes: list[RunIndex], cons: Constraints) -> Front:
+    pts, unknown = _points(idx)
+    machine = machine_label(idx, indexes)
+    left = f"{unknown} configurations with an accuracy factor not known are left off" if unknown else ""
+    if not pts:
+        return Front(
+            machine, idx.position, [], left, None, "no configuration has both an e2e latency and accuracy"
+        )
+    keep = non_dominated([(f.value, c.accuracy.coco or 0.0) for c, f in pts])
+    rows = sorted(
+        (
+            FrontRow(
+                c.label(), str(c.rec.get("cell_id")), f"{f.text} [{interval_text(f.interval)}]"
+                + (" (screened)" if f.source == "screen" else ""), _acc(c), _meets(f, cons), f.value,
+                c.accuracy.coco or 0.0,
+            )
+            for n, (c, f) in enumerate(pts)
+            if n in keep
+        ),
+        key=lambda r: r.x,
+    )  # fmt: skip
+    return Front(machine, idx.position, rows, left, _plot(idx, pts, keep, cons))
+
+
+def _acc(c: Candidate) -> str:
+    a = c.accuracy
+    text = f"COCO mAP50-95 ≈ {a.coco:.1f}" if a.coco is not None else "not known"
+    if a.source == "measured":
+        text += " (published at 640 × measured ratios)"
+    else:
+        text += f" ({a.source})"
+    return text
+
+
+def _plot(
+    idx: RunIndex, pts: list[tuple[Candidate, Figure]], keep: list[int], cons: Constraints
+) -> str | None:
+    from matplotlib.ticker import FuncFormatter
+
+    from harness.report.plots import new_figure, plot_rc, to_svg
+
+    with plot_rc():
+        fig = new_figure(7, 3.6)
+        ax = fig.add_subplot()
+        others = [p for n, p in enumerate(pts) if n not in keep]
+        if others:
+            ax.scatter([f.value for _, f in others], [c.accuracy.coco for c, _ in others], s=14, color="0.7",
+                       label="measured, beaten on both")  # fmt: skip
+        front = sorted((pts[n] for n in keep), key=lambda p: p[1].value)
+        ax.plot([f.value for _, f in front], [c.accuracy.coco for c, _ in front], "o-", color="tab:blue", ms=4,
+                label="front (no other beats it on both)")  # fmt: skip
+        for c, f in front:
+            ax.annotate(f"{c.rec.get('size')} {c.shape} {c.rec.get('precision_requested')} {c.rec.get('backend')}",
+                        (f.value, c.accuracy.coco), fontsize=6, xytext=(3, 3), textcoords="offset points")  # fmt: skip
+        frame = 1000.0 / cons.camera_fps
+        bound = cons.server_bound_ms or 100.0
+        ax.axvline(
+            frame, color="tab:red", linestyle="--", linewidth=0.8, label=f"camera {fmt(cons.camera_fps)} FPS"
+        )
+        ax.axvline(
+            bound, color="tab:green", linestyle=":", linewidth=0.8, label=f"server p99 bound {fmt(bound)} ms"
+        )
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("e2e p99 at batch 1 (ms; screened where no single-stream result)")
+        ax.set_ylabel("COCO mAP50-95 (published × measured ratios)")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+        return to_svg(fig, f"front-{idx.position}")
+
+
+def fronts(indexes: list[RunIndex], cons: Constraints) -> list[Front]:
+    """The front of every rendered machine."""
+    return [machine_front(idx, indexes, cons) for idx in indexes]

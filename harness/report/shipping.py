@@ -1,0 +1,374 @@
+"""What to ship on each machine for a camera, a server and an offline batch job, chosen from every configuration
+the machine measured (harness.report.candidates): size, shape, precision, backend, head and batch compete.
+
+A pick is the best candidate that meets the use case's own constraint (the frame time at --camera-fps, the p99
+bound at --server-bound-ms) and the common ones (the accuracy floor per precision, --memory-cap, --min-shape), by
+the objective in words. It is tied with the candidates it cannot be told apart from: two cells timed interleaved
+(one workload) by their paired p50 ratio's 95% interval; any others by the overlap of their figures' intervals.
+When nothing qualifies, the nearest miss says by how much, and which configuration not measured could meet it
+(harness.report.nearest).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from harness.core.stats import Interval
+from harness.report import paired
+from harness.report.candidates import (
+    SCREEN,
+    Candidate,
+    Figure,
+    camera_figure,
+    candidates,
+    fmt,
+    interval_text,
+    offline_figure,
+    screen_factor,
+    server_figure,
+)
+from harness.report.index import RunIndex, workload_key
+from harness.report.matrix import machine_label
+from harness.report.picks import Constraints, Pick, Recommendation, Rejection, rejected_text, rejection
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A candidate with its figure for the use case."""
+
+    cand: Candidate
+    fig: Figure
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A candidate that failed a constraint: which, why in words, and by how much (relative, for the nearest miss;
+    a constraint the user set to exclude, like --min-shape, counts as far)."""
+
+    scored: Scored
+    rejection: Rejection
+    shortfall: float
+
+
+@dataclass(frozen=True)
+class ShipCase:
+    key: str
+    title: Callable[[Constraints], str]
+    objective: str
+    constraint: Callable[[Constraints], str]
+    figure: Callable[[dict, Constraints, dict], Figure | None]  # (record, constraints, per-machine context)
+    own: Callable[[Figure, Constraints], tuple[str, float] | None]  # the own constraint's failure, shortfall
+    higher_is_better: bool
+    batch1: bool
+    scenario: str
+    strict_overlap: bool = False  # rate steps: intervals that touch at one end are apart
+
+
+def frame_ms(cons: Constraints) -> float:
+    return 1000.0 / cons.camera_fps
+
+
+def _camera_own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
+    limit = frame_ms(cons)
+    if fig.value <= limit:
+        return None
+    return (
+        f"{fig.text} over the {fmt(limit)} ms frame time at {fmt(cons.camera_fps)} FPS "
+        f"(by {fmt(fig.value - limit)} ms, {100 * (fig.value / limit - 1):.0f}%)",
+        fig.value / limit - 1,
+    )
+
+
+def _rate_own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
+    if fig.value > 0:
+        return None
+    return (fig.text if fig.source == SCREEN else "no rate tried kept the p99 within the bound", 1.0)
+
+
+def _server_figure(rec: dict, cons: Constraints, ctx: dict) -> Figure | None:
+    return server_figure(rec, cons.server_bound_ms or _recorded_bound(ctx), ctx["server"])
+
+
+def _recorded_bound(ctx: dict) -> float:
+    return ctx.get("bound") or 100.0
+
+
+CASES = (
+    ShipCase(
+        "camera",
+        lambda c: f"Camera, {fmt(c.camera_fps)} FPS",
+        "lowest end-to-end p99 at batch 1 (any size, shape, precision, backend)",
+        lambda c: f"e2e p99 within the {fmt(frame_ms(c))} ms frame time",
+        lambda r, c, ctx: camera_figure(r),
+        _camera_own,
+        higher_is_better=False,
+        batch1=True,
+        scenario="single-stream",
+    ),
+    ShipCase(
+        "server",
+        lambda c: "Server",
+        "highest request rate (queries/s) served (any size, shape, precision, backend)",
+        lambda c: (
+            f"p99 within {fmt(c.server_bound_ms) if c.server_bound_ms else 'the recorded'} ms at that rate"
+        ),
+        _server_figure,
+        _rate_own,
+        higher_is_better=True,
+        batch1=False,
+        scenario="server",
+        strict_overlap=True,
+    ),
+    ShipCase(
+        "offline",
+        lambda c: "Offline batch processing",
+        "highest images/s, any batch and concurrency (any size, shape, precision, backend)",
+        lambda c: "no latency bound",
+        lambda r, c, ctx: offline_figure(r, ctx["offline"]),
+        _rate_own,
+        higher_is_better=True,
+        batch1=False,
+        scenario="offline",
+    ),
+)
+
+
+@dataclass
+class Decision:
+    """One use case on one machine: the pick, those tied with it, the rest ranked, every rejection, and the
+    nearest miss when nothing qualifies."""
+
+    case: ShipCase
+    cons: Constraints
+    idx: RunIndex
+    machine: str
+    pick: Scored | None = None
+    tied: list[Scored] = field(default_factory=list)  # tied with the pick (the pick not included)
+    tie_reason: str = ""
+    others: list[Scored] = field(default_factory=list)
+    misses: list[Miss] = field(default_factory=list)
+    nearest: dict | None = None
+    reason: str = ""
+    screened: list[Scored] = field(default_factory=list)  # candidates whose figure is a screen
+    unscored: int = 0  # candidates with no figure at all
+
+    @property
+    def key(self) -> str:
+        return self.case.key
+
+    @property
+    def title(self) -> str:
+        return self.case.title(self.cons)
+
+    @property
+    def constraint(self) -> str:
+        return self.case.constraint(self.cons)
+
+
+def _context(idx: RunIndex) -> dict:
+    bounds = sorted({b for r in idx.cells if (b := (result_bound(r))) is not None})
+    return {
+        "server": screen_factor(idx.cells, "server"),
+        "offline": screen_factor(idx.cells, "offline"),
+        "bound": bounds[0] if len(bounds) == 1 else None,
+    }
+
+
+def result_bound(rec: dict) -> float | None:
+    from harness.report.load import number
+    from harness.report.scenarios import result
+
+    return number(result(rec, "server") or {}, "bound_ms")
+
+
+def _invalid(rec: dict, scenario: str, fig: Figure) -> str | None:
+    from harness.report.scenarios import result
+
+    res = result(rec, scenario) or {}
+    if fig.source == SCREEN or res.get("valid") is not False:
+        return None
+    return (
+        f"{scenario} result not valid under its rule ({res.get('rule') or 'no rule recorded'}): to decide, measure "
+        "it again with more queries or a longer run"
+    )
+
+
+def decide(case: ShipCase, idx: RunIndex, indexes: list[RunIndex], cons: Constraints) -> Decision:
+    """The use case on one machine, from every candidate it measured."""
+    from harness.report.nearest import nearest_miss
+
+    ctx = _context(idx)
+    if cons.server_bound_ms is None and ctx["bound"] is not None:
+        cons = replace(cons, server_bound_ms=ctx["bound"])  # the bound the run measured under, said as such
+    dec = Decision(case, cons, idx, machine_label(idx, indexes))
+    passing: list[Scored] = []
+    for cand in candidates(idx):
+        if case.batch1 and cand.rec.get("batch") != 1:
+            continue
+        fig = case.figure(cand.rec, cons, ctx)
+        if fig is None:
+            dec.unscored += 1
+            continue
+        s = Scored(cand, fig)
+        if fig.source == SCREEN:
+            dec.screened.append(s)
+        misses = _misses(case, s, cons)
+        if misses:
+            dec.misses.extend(misses)
+        else:
+            passing.append(s)
+    sign = -1.0 if case.higher_is_better else 1.0
+    ranked = sorted(passing, key=lambda s: (sign * s.fig.value, str(s.cand.rec.get("cell_id"))))
+    n = len(ranked) + len({id(m.scored) for m in dec.misses})
+    if not ranked:
+        dec.nearest = nearest_miss(dec)
+        if n:
+            dec.reason = f"none of {n} candidates meets the constraints"
+            if dec.unscored:
+                dec.reason += f" ({dec.unscored} more had no figure for this use case)"
+        else:
+            dec.reason = (
+                f"not measured: none of the {dec.unscored} candidates of this machine has a {case.scenario} result "
+                "or an end-to-end timing to screen it with (recorded before them, or run with --no-e2e)"
+            )
+        return dec
+    dec.pick = ranked[0]
+    dec.tied, dec.tie_reason = _ties(case, ranked)
+    dec.others = [s for s in ranked[1:] if not any(s is t for t in dec.tied)]
+    dec.reason = f"the best of {len(ranked)} candidates meeting the constraints ({n} with a figure)"
+    return dec
+
+
+def _misses(case: ShipCase, s: Scored, cons: Constraints) -> list[Miss]:
+    rec, out = s.cand.rec, []
+    for r in cons.failures(rec):
+        out.append(Miss(s, r, _shortfall(r, rec, cons)))
+    own = case.own(s.fig, cons)
+    if own:
+        out.append(
+            Miss(s, rejection(rec, "frame time" if case.key == "camera" else "p99 bound", own[0]), own[1])
+        )
+    why = _invalid(rec, case.scenario, s.fig)
+    if why:
+        out.append(Miss(s, rejection(rec, "validity", why), 0.5))
+    return out
+
+
+def _shortfall(r: Rejection, rec: dict, cons: Constraints) -> float:
+    from harness.report.load import number
+
+    if r.constraint == "accuracy floor":
+        floor = (cons.floors or {}).get(str(rec.get("precision_requested")))
+        ratio = number(rec, "accuracy.ratio")
+        return (floor - ratio) / floor if floor and ratio is not None else 1.0
+    if r.constraint == "memory cap" and cons.memory_cap_mib:
+        mem = number(rec, "memory.host_peak_rss_mib")
+        return (mem - cons.memory_cap_mib) / cons.memory_cap_mib if mem is not None else 1.0
+    return 10.0  # excluded by the user's own choice (--min-shape): never the nearest miss if another is near
+
+
+def _overlap(a: Interval, b: Interval, strict: bool) -> bool:
+    return a.lo < b.hi and b.lo < a.hi if strict else a.overlaps(b)
+
+
+def _ties(case: ShipCase, ranked: list[Scored]) -> tuple[list[Scored], str]:
+    """The candidates that cannot be told apart from the best (the best not included), and why."""
+    best, tied, how = ranked[0], [], set()
+    for s in ranked[1:]:
+        if workload_key(s.cand.rec) == workload_key(best.cand.rec):
+            r = paired.ratio(s.cand.rec, best.cand.rec)
+            if r is not None and r.paired and r.ci is not None:
+                if r.relation() == "tied":
+                    tied.append(s)
+                    how.add("the 95% interval of their paired p50 ratio (timed interleaved) holds 1")
+                elif r.relation() == "faster":  # the paired p50 contradicts the figure's order: not separable
+                    tied.append(s)
+                    how.add("their paired p50 ratio (timed interleaved) puts them in the other order")
+                continue
+        a, b = best.fig.interval, s.fig.interval
+        if a is None or b is None:
+            tied.append(s)
+            how.add("some have no interval, so they cannot be told apart")
+        elif _overlap(a, b, case.strict_overlap):
+            tied.append(s)
+            how.add("their figures' intervals overlap")
+    return tied, "; ".join(sorted(how))
+
+
+def per_machine(indexes: list[RunIndex], cons: Constraints) -> list[Decision]:
+    """Camera, server and offline on every machine, use case by use case."""
+    return [decide(case, idx, indexes, cons) for case in CASES for idx in indexes]
+
+
+# -- the page's form -----------------------------------------------------------------------------------------------
+def figure_words(s: Scored) -> str:
+    iv = s.fig.interval
+    return f"{s.fig.text} [{interval_text(iv)}]" + (" (screened)" if s.fig.source == SCREEN else "")
+
+
+def _numbers(s: Scored) -> str:
+    acc = s.cand.accuracy
+    parts = [
+        f"{s.fig.text}, interval {interval_text(s.fig.interval)} ({s.fig.interval_how})",
+        s.fig.note,
+        acc.text(),
+    ]
+    if acc.cost:
+        parts.append(acc.cost)
+    mem = s.cand.memory_mib()
+    parts.append(f"host peak RSS {fmt(mem, 4)} MiB" if mem is not None else "memory not measured")
+    return "; ".join(p for p in parts if p)
+
+
+def _pick(s: Scored, machine: str) -> Pick:
+    rec = s.cand.rec
+    acc = s.cand.accuracy
+    note = acc.text() + (f"; {acc.cost}" if acc.cost else "")
+    return Pick(
+        str(rec.get("backend")),
+        str(rec.get("device")),
+        machine,
+        str(rec.get("cell_id")),
+        _numbers(s),
+        f"{s.cand.short()} · {figure_words(s)}",
+        note,
+    )
+
+
+def recommendation(dec: Decision) -> Recommendation:
+    """The decision in the form the page's first screen and evidence section show."""
+    rejections = tuple(m.rejection for m in dec.misses)
+    screened = None
+    if dec.screened:
+        screened = (
+            f"{len(dec.screened)} candidates have no {dec.case.scenario} result and were screened with their "
+            "end-to-end timing: " + "; ".join(sorted({re.sub(r"\d+", "N", s.fig.note) for s in dec.screened}))
+        )
+    base = {
+        "constraint": dec.constraint,
+        "machine": dec.machine,
+        "machine_pos": dec.idx.position,
+        "rejected": rejected_text(rejections),
+        "rejections": rejections,
+        "nearest_miss": dec.nearest,
+        "screened": screened,
+    }
+    title, objective = dec.title, dec.case.objective
+    if dec.pick is None:
+        # False: no candidate of this machine has a figure for the use case at all
+        measured = bool(dec.misses)
+        return Recommendation(dec.key, title, objective, none_reason=dec.reason, measured=measured, **base)
+    picks = [_pick(s, dec.machine) for s in [dec.pick, *dec.tied, *dec.others]]
+    if dec.tied:
+        k = 1 + len(dec.tied)
+        return Recommendation(
+            dec.key, title, objective, tied=tuple(picks[:k]), tie_reason=dec.tie_reason,
+            others=tuple(picks[k:]), **base,
+        )  # fmt: skip
+    runner = picks[1] if len(picks) > 1 else None
+    return Recommendation(dec.key, title, objective, picks[0], runner, others=tuple(picks[1:]), **base)

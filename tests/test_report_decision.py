@@ -1,0 +1,360 @@
+"""What to ship (issue 28), on hand-made records: every measured configuration competes, accuracy is labelled by
+source and traded accuracy is said, ties only where intervals overlap (or the paired ratio says so), the nearest
+miss names the command that would measure what could meet the use case, and the same records decide again under
+other options. Each verdict has its case where it must come out the other way."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.core.axes import Shape
+from harness.core.cell import Cell
+from harness.core.record import Latency, new_record
+from harness.core.results_dir import Run
+from harness.report.accuracy_known import PUBLISHED, PUBLISHED_MAP_640, accuracy_of
+from harness.report.cli import main
+from harness.report.front import non_dominated
+from harness.report.index import index_runs
+from harness.report.picks import ACCURACY_FLOORS, Constraints
+from harness.report.shipping import CASES, decide
+
+CAMERA, SERVER, OFFLINE = (next(c for c in CASES if c.key == k) for k in ("camera", "server", "offline"))
+REF_MAP_640 = 0.30
+
+
+def rounds(center: float, n: int, spread: float = 0.01) -> list[float]:
+    """n rounds within +-spread of center, spread evenly (a steady cell)."""
+    return [round(center * (1 + spread * (2 * k / (n - 1) - 1)), 5) for k in range(n)]
+
+
+def cell(
+    backend: str,
+    e2e_ms: float,
+    *,
+    side: int = 640,
+    precision: str = "fp32",
+    size: str = "n",
+    ratio: float | None = 1.0,
+    ref_map: float = REF_MAP_640,
+    memory: float = 300.0,
+    n: int = 120,
+    **extra,
+) -> dict:
+    """An ok CPU cell timed end to end around `e2e_ms` (n rounds: p99 recorded from 100) and scored `ratio` of its
+    fp32 reference's mAP `ref_map` (None: not scored)."""
+    c = Cell(size, "detect", "e2e", backend, "cpu", Shape(side, side), 1, precision)
+    r = new_record("t", c, "random-init:0")
+    r["status"] = "ok"
+    r["samples_ms"] = rounds(0.7 * e2e_ms, 30)
+    r["latency_ms"] = Latency.from_samples(r["samples_ms"], "model").to_dict()
+    r["throughput_ips"] = 1000.0 / r["latency_ms"]["p50"]
+    r["latency_e2e_ms"] = Latency.from_samples(rounds(e2e_ms, n), "end-to-end").to_dict()
+    r["memory"] = {"host_peak_rss_mib": memory}
+    if ratio is not None:
+        r["accuracy"] = {"map50_95": ref_map * ratio, "reference_map50_95": ref_map, "ratio": ratio}
+    r.update(extra)
+    return r
+
+
+def machine(*records: dict):
+    return index_runs([Run(Path("/x"), "t", {"host": {"cpu_model": "AMD EPYC"}}, list(records))])
+
+
+def camera(records: list[dict], **cons):
+    idx = machine(*records)
+    return decide(CAMERA, idx[0], idx, Constraints(**{"floors": dict(ACCURACY_FLOORS), **cons}))
+
+
+def test_an_int8_cell_of_another_workload_wins_where_it_meets_the_floor_and_loses_where_it_misses_it():
+    records = [
+        cell("onnxruntime", 40.0),  # fp32 640: over the 33.3 ms frame time
+        cell("torch-eager", 30.0),  # fp32 640: meets it
+        cell("openvino", 20.0, precision="int8", ratio=0.97),  # another workload: int8
+    ]
+    won = camera(records)
+    assert won.pick.cand.rec["backend"] == "openvino" and won.pick.cand.rec["precision_requested"] == "int8"
+    assert not won.tied  # 20 ms and 30 ms: their intervals are apart
+    assert "fp32→int8: keeps 0.970 of the fp32 mAP (measured)" in won.pick.cand.accuracy.cost
+    # the same records under a floor the int8 cell misses: rejected with its figure, the fp32 cell wins
+    lost = camera(records, floors={**ACCURACY_FLOORS, "int8": 0.98})
+    assert lost.pick.cand.rec["backend"] == "torch-eager"
+    floor = [m for m in lost.misses if m.rejection.constraint == "accuracy floor"]
+    assert len(floor) == 1 and "keeps 0.970" in floor[0].rejection.why
+
+
+def test_a_smaller_shape_wins_the_camera_with_its_accuracy_cost_and_loses_under_min_shape():
+    records = [
+        cell("openvino", 40.0),  # 640: misses the frame time
+        cell(
+            "openvino", 12.0, side=320, ref_map=0.27
+        ),  # 320: its fp32 reference scored 0.27 against 0.30 at 640
+    ]
+    won = camera(records)
+    assert won.pick.cand.rec["height"] == 320
+    assert "640→320: 0.900× the 640 mAP (measured, fp32 reference)" in won.pick.cand.accuracy.cost
+    page = won.pick.cand.accuracy.text() + "; " + won.pick.cand.accuracy.cost
+    from harness.report.shipping import recommendation
+
+    assert "640→320: 0.900×" in recommendation(won).winner.accuracy and "640→320" in page
+    lost = camera(records, min_shape=640)
+    assert lost.pick is None
+    assert any(m.rejection.constraint == "min shape" for m in lost.misses)
+    # the nearest miss is the 640 cell (the 320 one is excluded by the user's choice, not near)
+    assert lost.nearest["configuration"]["shape"] == "640"
+    assert "over the 33.3 ms frame time" in lost.nearest["misses_by"]
+
+
+def test_accuracy_not_scored_is_not_known_and_a_random_init_size_at_640_is_the_published_figure():
+    idx = machine(cell("openvino", 20.0, size="s", ratio=None), cell("openvino", 8.0, side=320, ratio=None))
+    s640, n320 = (accuracy_of(r, idx[0].cells) for r in idx[0].cells)
+    assert s640.source == PUBLISHED and s640.coco == PUBLISHED_MAP_640["e2e"]["s"]
+    assert "published, not measured here" in s640.text()
+    assert n320.source == "not known" and n320.coco is None
+    assert "640→320: accuracy cost not known" in n320.cost
+
+
+def offline_cell(backend: str, ips: float, lo: float, hi: float, **kw) -> dict:
+    r = cell(backend, 1000.0 / ips, **kw)
+    r["scenarios"] = {
+        "offline": {"value": ips, "valid": True, "ips_interval": [lo, hi], "batch": 1, "concurrency": 1}
+    }
+    return r
+
+
+def offline(records: list[dict]):
+    idx = machine(*records)
+    return decide(OFFLINE, idx[0], idx, Constraints(dict(ACCURACY_FLOORS)))
+
+
+def test_a_tie_only_where_the_intervals_overlap_and_a_175x_difference_is_not_one():
+    apart = offline(
+        [offline_cell("openvino", 27.7, 27.0, 28.4), offline_cell("torch-eager", 15.8, 15.4, 16.2)]
+    )
+    assert apart.pick.cand.rec["backend"] == "openvino" and apart.tied == []
+    close = offline(
+        [offline_cell("openvino", 27.7, 27.0, 28.4), offline_cell("onnxruntime", 27.5, 26.9, 28.1)]
+    )
+    assert close.pick.cand.rec["backend"] == "openvino"
+    assert [s.cand.rec["backend"] for s in close.tied] == ["onnxruntime"]
+    assert "intervals overlap" in close.tie_reason
+
+
+def test_without_per_slice_rates_the_offline_interval_comes_from_the_e2e_p50_and_says_so():
+    a, b = offline_cell("openvino", 27.7, 0, 0), offline_cell("torch-eager", 15.8, 0, 0)
+    for r in (a, b):
+        del r["scenarios"]["offline"]["ips_interval"]
+    dec = offline([a, b])
+    assert dec.pick.fig.interval is not None and "e2e p50's 95% interval" in dec.pick.fig.interval_how
+    assert dec.tied == []  # 1.75x apart: the derived intervals do not overlap
+
+
+def _pair(a: dict, b: dict, lo: float, hi: float) -> None:
+    """Record that a and b were timed interleaved: a's p50 over b's within [lo, hi]."""
+    a["paired"] = {"reference": b["cell_id"], "ratio": (lo + hi) / 2, "ratio_ci": [lo, hi], "others": {}}
+
+
+def test_cells_of_one_workload_are_tied_by_their_paired_ratio_not_by_overlap():
+    # overlapping offline intervals, but the paired ratio (timed interleaved) separates them: no tie
+    a, b = offline_cell("openvino", 27.7, 27.0, 28.4), offline_cell("onnxruntime", 27.5, 26.9, 28.1)
+    _pair(b, a, 1.02, 1.05)  # onnxruntime's p50 above openvino's
+    assert offline([a, b]).tied == []
+    # apart on their intervals, but the paired ratio holds 1: a tie, said why
+    c, d = offline_cell("openvino", 27.7, 27.0, 28.4), offline_cell("onnxruntime", 24.0, 23.5, 24.5)
+    _pair(d, c, 0.98, 1.03)
+    tie = offline([c, d])
+    assert len(tie.tied) == 1 and "paired p50 ratio" in tie.tie_reason
+
+
+def test_a_nearest_miss_names_what_it_misses_by_and_the_command_that_would_measure_what_could_meet_it():
+    # torch-eager has no int8: the cheapest configuration left is the largest smaller shape estimated to fit
+    # (40.4 ms needs 0.83x: 576x576 is 0.81x the pixels of 640x640)
+    dec = camera([cell("torch-eager", 40.0), cell("onnxruntime", 60.0)])
+    assert dec.pick is None
+    nm = dec.nearest
+    assert nm["configuration"]["backend"] == "torch-eager" and nm["configuration"]["shape"] == "640"
+    assert "over the 33.3 ms frame time at 30 FPS" in nm["misses_by"]
+    assert nm["command"] == (
+        "pytest suites/ --benchmark-only --sizes n --tasks detect --heads e2e --shapes 576 --backends torch-eager "
+        "--devices cpu --batches 1 --precisions fp32 --scenarios all"
+    )
+    # where this machine measured what int8 buys (onnxruntime: 0.5x the fp32 e2e p50), a backend with int8 on this
+    # device is asked for int8 before a smaller shape (the floor bounds what int8 may lose)
+    ov = camera(
+        [cell("openvino", 40.0), cell("onnxruntime", 88.0), cell("onnxruntime", 44.0, precision="int8")]
+    )
+    assert ov.nearest["configuration"]["backend"] == "openvino"
+    assert (
+        "--shapes 640 --backends openvino --devices cpu --batches 1 --precisions int8"
+        in ov.nearest["command"]
+    )
+    assert "0.50× the fp32 e2e p50" in ov.nearest["measure"]["estimate"]
+    # not knowing what int8 buys here, the estimate that fits comes first: a smaller shape
+    unknown = camera([cell("openvino", 40.0)])
+    assert "--shapes 576" in unknown.nearest["command"] and "--precisions fp32" in unknown.nearest["command"]
+    # once that int8 cell was measured (and still misses), the suggestion moves on to a smaller shape
+    both = camera([cell("openvino", 40.0), cell("openvino", 36.0, precision="int8", ratio=0.97)])
+    assert both.nearest["configuration"]["precision"] == "int8"
+    assert "--precisions int8" in both.nearest["command"] and "--shapes 640" not in both.nearest["command"]
+
+
+def server_cell(backend: str, e2e_ms: float, tried: list[tuple[float, float]], **kw) -> dict:
+    r = cell(backend, e2e_ms, **kw)
+    rates = sorted(t[0] for t in tried if t[1] <= 100.0)
+    fails = sorted(t[0] for t in tried if t[1] > 100.0)
+    r["scenarios"] = {
+        "server": {
+            "value": rates[-1],
+            "valid": True,
+            "bound_ms": 100.0,
+            "rate_interval": [rates[-1], fails[0]],
+            "tried": [{"rate": q, "p99_ms": p, "queries": 100, "ok": p <= 100.0} for q, p in tried],
+        }
+    }
+    return r
+
+
+def _write_run(path: Path, records: list[dict]) -> Path:
+    path.mkdir(parents=True)
+    (path / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (path / "env.json").write_text(json.dumps({"run_id": "t", "host": {"cpu_model": "AMD EPYC"}}))
+    return path
+
+
+def _decisions(out: Path) -> dict[str, dict]:
+    doc = json.loads(next(out.glob("*/decision.json")).read_text())
+    return {e["use_case"]: e for e in doc["decisions"]}
+
+
+def test_the_same_records_decide_again_under_other_options(tmp_path):
+    records = [
+        cell("openvino", 12.0, side=320, ref_map=0.27, memory=250.0),
+        cell("onnxruntime", 20.0, precision="int8", ratio=0.965, memory=280.0),
+    ]
+    run = _write_run(tmp_path / "run", records)
+    assert main([str(run), "-o", str(tmp_path / "a"), "-q"]) == 0
+    first = _decisions(tmp_path / "a")
+    assert first["camera"]["pick"]["configuration"]["shape"] == "320"
+    for e in first.values():
+        assert set(e) >= {
+            "use_case",
+            "machine",
+            "objective",
+            "constraints",
+            "pick",
+            "tied_with",
+            "nearest_miss",
+        }
+        assert "reason" in e
+    assert first["camera"]["pick"]["accuracy_source"] == "measured"
+    assert first["camera"]["pick"]["figure_source"] == "screen"  # no single-stream result: said so
+    assert first["camera"]["screened"]
+    # 60 FPS, a 50 ms bound, a tighter int8 floor and a 300 MiB cap, from the same records, without re-running
+    argv = [
+        "--camera-fps",
+        "60",
+        "--server-bound-ms",
+        "50",
+        "--accuracy-floor",
+        "int8=0.97",
+        "--memory-cap",
+        "300",
+    ]
+    assert main([str(run), "-o", str(tmp_path / "b"), "-q", *argv]) == 0
+    again = _decisions(tmp_path / "b")
+    assert again["camera"]["constraints"]["camera_fps"] == 60
+    assert again["camera"]["pick"]["configuration"]["shape"] == "320"  # 12 ms keeps a 16.7 ms frame
+    # under --min-shape 640 the 320 cell is out, and the int8 one misses the 0.97 floor: no pick, a nearest miss
+    assert main([str(run), "-o", str(tmp_path / "c"), "-q", *argv, "--min-shape", "640"]) == 0
+    none = _decisions(tmp_path / "c")["camera"]
+    assert none["pick"] is None and none["nearest_miss"]["configuration"]["precision"] == "int8"
+    assert "keeps 0.965" in none["nearest_miss"]["misses_by"]
+    # without --min-shape the int8 cell would be picked at 30 FPS were the 320 one not faster
+    assert main([str(run), "-o", str(tmp_path / "d"), "-q", "--min-shape", "640"]) == 0
+    assert _decisions(tmp_path / "d")["camera"]["pick"]["configuration"]["precision"] == "int8"
+
+
+def test_the_server_rate_is_decided_again_from_the_rates_it_tried(tmp_path):
+    srv = server_cell("openvino", 25.0, [(10, 20.0), (20, 45.0), (40, 90.0), (80, 400.0)])
+    slow = cell("torch-eager", 60.0)  # screened: its e2e p99 alone is over a 50 ms bound
+    run = _write_run(tmp_path / "run", [srv, slow])
+    assert main([str(run), "-o", str(tmp_path / "a"), "-q"]) == 0
+    pick = _decisions(tmp_path / "a")["server"]["pick"]
+    assert pick["configuration"]["cell_id"] == srv["cell_id"]
+    assert pick["value"] == 40 and pick["interval"] == [40, 80] and pick["figure_source"] == "scenario"
+    assert main([str(run), "-o", str(tmp_path / "b"), "-q", "--server-bound-ms", "50"]) == 0
+    again = _decisions(tmp_path / "b")["server"]
+    assert again["pick"]["value"] == 20 and again["pick"]["interval"] == [20, 40]
+    assert again["tied_with"] == []
+    assert main([str(run), "-o", str(tmp_path / "c"), "-q", "--server-bound-ms", "15"]) == 0
+    none = _decisions(tmp_path / "c")["server"]
+    assert none["pick"] is None and none["nearest_miss"]["command"]
+
+
+def test_bad_options_are_one_line_before_any_work(tmp_path, capsys):
+    run = _write_run(tmp_path / "run", [cell("openvino", 12.0)])
+    for argv in (["--camera-fps", "0"], ["--server-bound-ms", "-1"], ["--min-shape", "0"]):
+        assert main([str(run), "-o", str(tmp_path / "x"), *argv]) == 2
+        assert capsys.readouterr().err.count("\n") == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_front_keeps_only_configurations_no_other_beats_on_both():
+    pts = [(10.0, 35.0), (20.0, 40.0), (25.0, 39.0), (30.0, 40.0), (8.0, 30.0)]
+    assert non_dominated(pts) == [0, 1, 4]
+
+
+def test_several_cameras_are_checked_at_the_camera_fps_given():
+    from harness.report.recommend import recommendations
+
+    r = cell("openvino", 12.0)
+    r["scenarios"] = {
+        "multi-stream": {"streams": 2, "p99": 25.0, "valid": True, "p99_interval": [24.0, 26.0]}
+    }
+    idx = machine(r)
+    at30 = next(
+        x for x in recommendations(idx, cons=Constraints(dict(ACCURACY_FLOORS))) if x.key == "multi-camera"
+    )
+    assert at30.winner is not None and at30.title == "Several cameras, 30 FPS each"
+    at60 = next(
+        x
+        for x in recommendations(idx, cons=Constraints(dict(ACCURACY_FLOORS), camera_fps=60.0))
+        if x.key == "multi-camera"
+    )
+    assert at60.winner is None and at60.title == "Several cameras, 60 FPS each"
+    assert "over the 16.7 ms frame time" in at60.rejections[0].why
+
+
+def test_a_scenario_result_not_valid_under_its_rule_says_what_to_change():
+    r = offline_cell("openvino", 27.7, 27.0, 28.4)
+    r["scenarios"]["offline"].update(valid=False, rule=">= 10 queries per concurrency")
+    dec = offline([r])
+    assert dec.pick is None
+    why = next(m.rejection.why for m in dec.misses if m.rejection.constraint == "validity")
+    assert "more queries or a longer run" in why
+
+
+def test_the_first_screen_shows_the_nearest_miss_with_its_command_and_absent_devices_in_one_line(tmp_path):
+    from test_report_render import parse
+
+    skipped = [
+        new_record("t", Cell("n", "detect", "e2e", b, "cuda", Shape(640, 640)), "random-init:0")
+        for b in ("tensorrt", "torch-eager", "onnxruntime")
+    ]
+    for r in skipped:
+        r.update(status="skipped", reason="no CUDA device visible")
+    run = _write_run(tmp_path / "run", [cell("torch-eager", 40.0), *skipped])
+    assert main([str(run), "-o", str(tmp_path / "out"), "-q"]) == 0
+    doc = parse(tmp_path / "out" / "latest" / "index.html")
+    answer = doc.one("table", cls="decision").one("tr", data_key="camera").one("td", cls="answer")
+    assert answer.attrs["data-state"] == "none" and "nearest miss" in answer.text()
+    assert "--shapes 576 --backends torch-eager" in answer.one("div", cls="command").text()
+    absent = doc.one("ul", cls="absent").all("li")
+    assert [li.attrs["data-device"] for li in absent] == ["cuda"]
+    assert "none of its 3 cells ran (no CUDA device visible)" in absent[0].text()
+    # the GPU use cases do not read "3 ran: 3 skipped"
+    gpu = doc.one("div", cls="rec", data_key="gpu-latency").text()
+    assert "ran:" not in gpu and "all 3 were skipped" in gpu
+    # the front has its table and plot
+    front = doc.one("section", id="front")
+    assert front.one("tr", data_cell_id=cell("torch-eager", 40.0)["cell_id"])
