@@ -92,3 +92,14 @@ class FakeTorchCuda:
         op()
         if self.capturing is not None:
             self.capturing.ops.append(op)
+
+
+def run_threads(worker, calls) -> None:
+    """`worker(call, index)` on its own thread for each of a runner's stream calls, all at once; joins them all."""
+    import threading
+
+    threads = [threading.Thread(target=worker, args=(c, i)) for i, c in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

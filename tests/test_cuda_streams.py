@@ -10,13 +10,11 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 from harness.backends.base import Runner
-from tests.fake_cuda import FakeTorchCuda
+from tests.fake_cuda import FakeTorchCuda, run_threads
 
 torch = pytest.importorskip("torch")
 
@@ -111,11 +109,7 @@ def test_each_stream_replays_its_own_graph_captured_on_its_own_stream(graph_runn
             if not np.allclose(got, _want(model, x), rtol=1e-6):
                 errors.append(seed)
 
-    threads = [threading.Thread(target=worker, args=(c, i)) for i, c in enumerate(streams.calls)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, streams.calls)
     assert errors == []
     assert cuda.captures == 4  # sixty queries from three threads: no capture among them
     assert [c.graph.replays for c in per_stream] == [20, 20, 20]

@@ -7,7 +7,6 @@ CUDAExecutionProvider runs on the CPU provider with only a warning. The I/O bind
 
 from __future__ import annotations
 
-import threading
 import warnings
 
 import numpy as np
@@ -19,6 +18,7 @@ from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.diagnosis.failure import failure_from_exception
 from harness.execute.ladder import next_remedy
+from tests.fake_cuda import run_threads
 
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
@@ -96,11 +96,7 @@ def test_each_stream_has_its_own_io_binding_and_threads_get_their_own_results(mo
             if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
                 errors.append(seed)
 
-    threads = [threading.Thread(target=worker, args=(c, i)) for i, c in enumerate(streams.calls)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, streams.calls)
     assert errors == []
     assert len({id(b.binding) for b in r.stream_bindings.values()} | {id(r.binding)}) == 5
     assert r.streams(4).calls and len(r.stream_bindings) == 4  # the offline sweep asks again: kept

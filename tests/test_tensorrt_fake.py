@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import threading
 import types
 
 import numpy as np
 import pytest
 
-from tests.fake_cuda import FakeTorchCuda
+from tests.fake_cuda import FakeTorchCuda, run_threads
 
 torch = pytest.importorskip("torch")
 
@@ -153,11 +152,7 @@ def test_each_stream_has_its_own_context_buffers_and_cuda_stream(fake_trt):
             if not np.allclose(got, x.max(axis=(2, 3)), rtol=1e-6):
                 errors.append(seed)
 
-    threads = [threading.Thread(target=worker, args=(c, i)) for i, c in enumerate(streams.calls)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, streams.calls)
     assert errors == []
     streams_made = cuda.streams_made
     for ctx, stream in zip(ctxs, streams_made, strict=True):
