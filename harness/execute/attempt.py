@@ -102,6 +102,8 @@ class CellRunner:
         self.prepared: dict[str, AttemptState] = {}  # attempts the export phase took up to their load
         #: workloads the timing phase loaded and timed: label -> (their attempts, the ready ones)
         self.timed_workloads: dict[str, tuple[list[AttemptState], list[AttemptState]]] = {}
+        #: the timing phase's screen for the scenarios (harness.execute.screen): cell id -> None (kept) or why not
+        self.scenario_screen: dict[str, str | None] | None = None
         #: why the run must stop after the records in hand are written (an export met a full disk)
         self.stop_reason: str | None = None
 

@@ -70,8 +70,9 @@ class RunConfig:
     #: seconds of end-to-end pairs per runner worth the 20 pairs p90 needs; slower workloads time 10 pairs
     #: (harness.execute.usecase.e2e_min_pairs)
     e2e_p90_budget_s: float = 4.0
-    #: which cells run the scenarios: "n640" (yolo26n at 640, batch 1), "all", "none" (--scenarios)
-    scenarios: str = "n640"
+    #: which cells run the scenarios: "screen" (the timing phase's fastest, harness.execute.screen), "n640"
+    #: (yolo26n at 640, batch 1), "all", "none" (--scenarios)
+    scenarios: str = "screen"
     #: the server scenario's latency bound (--server-bound-ms), at the durations' percentile
     server_bound_ms: float = 100.0
     #: LoadGen's minimum durations and query counts: "short" (seconds, for a CPU matrix) or "mlperf" (MLPerf's own

@@ -150,14 +150,25 @@ def end_to_end(svc: CellRunner, s: AttemptState) -> bool:
     return True
 
 
-def wants_scenarios(mode: str, cell) -> str | None:
-    """Why the scenarios do not run for `cell` under `mode` (--scenarios), or None when they do."""
+def wants_scenarios(mode: str, cell, screened: dict[str, str | None] | None = None) -> str | None:
+    """Why the scenarios do not run for `cell` under `mode` (--scenarios), or None when they do. `screened`: the
+    timing phase's screen (harness.execute.screen), which mode "screen" follows where the run had one."""
     if mode == "none":
         return "scenarios switched off (--scenarios none)"
     if mode == "all":
         return None
-    if cell.size == "n" and cell.shape.height == 640 and cell.shape.width == 640 and cell.batch == 1:
+    n640 = cell.size == "n" and cell.shape.height == 640 and cell.shape.width == 640 and cell.batch == 1
+    if mode == "screen" and screened is not None:
+        return screened.get(
+            cell.id, "not timed in the timing phase: the screen ranks the cells it timed (--scenarios all)"
+        )
+    if n640:
         return None
+    if mode == "screen":
+        return (
+            "no timing phase in this run to screen the cells with (--timing-episodes 1 or --rounds): the "
+            "scenarios run on yolo26n at 640, batch 1 (--scenarios all runs them on every cell)"
+        )
     return (
         "scenarios run on yolo26n at 640, batch 1 in this profile (--scenarios all runs them on every cell)"
     )
@@ -170,7 +181,7 @@ def scenarios(svc: CellRunner, s: AttemptState) -> bool:
     from harness.scenarios.settings import durations
 
     rec, cfg = s.rec, svc.config
-    why = wants_scenarios(cfg.scenarios, s.cell)
+    why = wants_scenarios(cfg.scenarios, s.cell, svc.scenario_screen)
     if why is None and rec["status"] not in RAN:
         why = f"cell did not run ({rec['status']})"
     if why is None and s.attempt.remedy:

@@ -23,6 +23,7 @@ from harness import backends
 from harness.core.cell import Cell
 from harness.core.record import set_null
 from harness.execute.isolate import kill_live_workers
+from harness.execute.screen import screen
 from harness.execute.stages import (
     STAGES,
     Attempt,
@@ -174,6 +175,7 @@ def time_all(svc: CellRunner, cells: list[Cell], episodes: int) -> None:
     for k in range(1, episodes + 1):
         for label, ready in loaded:
             _time_together(svc, ready, label, episode=(k, episodes))
+    svc.scenario_screen = screen(s for _, ready in loaded for s in ready)
 
 
 def _resume(svc: CellRunner, cell: Cell) -> AttemptState:

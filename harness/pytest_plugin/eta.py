@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from harness import backends
 from harness.core.cell import Cell
 from harness.core.results_dir import write_text_atomic
+from harness.execute.screen import SCREEN_KEEP
 from harness.execute.usecase import wants_scenarios
 from harness.execute.workload import workload_label
 from harness.plan import estimate as est
@@ -42,9 +43,11 @@ class RunClock:
             workers=cfg.export_workers,
             max_time_s=cfg.max_time_s,
             episodes=1 if cfg.rounds is not None else max(1, cfg.episodes),
-            scenario_cells=[
-                c.id for cells in workloads.values() for c in cells if not wants_scenarios(cfg.scenarios, c)
-            ],
+            scenario_cells=planned_scenario_cells(
+                cfg.scenarios,
+                [c for cells in workloads.values() for c in cells],
+                lambda c: cannot_run(c, probes),
+            ),
             refresh=cfg.refresh_cache,
             cannot_run=lambda c: cannot_run(c, probes),
         )
@@ -174,3 +177,14 @@ def plan_of(session: BenchSession, timed: list[Cell], alone: list[Cell]) -> RunC
     for c in timed:
         workloads.setdefault(workload_label(c), []).append(c)
     return RunClock(session, workloads, alone)
+
+
+def planned_scenario_cells(mode: str, cells: list, cannot_run) -> list[str]:
+    """The cells expected to run the scenarios, for the estimate: under the default "screen" the screen picks them
+    after the timing phase, so the estimate takes the SCREEN_KEEP that can run here with the fewest pixels per image
+    (the fastest, as the screen's would be); otherwise the mode's own rule."""
+    if mode == "screen":
+        runnable = [c for c in cells if not c.shape.dynamic and not cannot_run(c)]
+        runnable.sort(key=lambda c: (c.shape.height * c.shape.width / max(1, c.batch), "nsmlx".index(c.size)))
+        return [c.id for c in runnable[:SCREEN_KEEP]]
+    return [c.id for c in cells if not wants_scenarios(mode, c)]

@@ -63,7 +63,7 @@ NUMBER_RULES = (
     NumberRule("min_shape", axes.MIN_SIDE, strict=False, high=axes.MAX_SIDE),
 )
 
-SCENARIO_MODES = ("n640", "all", "none")
+SCENARIO_MODES = ("screen", "n640", "all", "none")
 #: planned cells past which the run says how many it plans (a long --shapes list multiplies every axis)
 LARGE_PLAN = 500
 
@@ -84,10 +84,10 @@ def warn_if_large(planned: list[PlannedCell], limit: int = LARGE_PLAN) -> str | 
 
 
 def scenario_mode(opt, profile: str) -> str:
-    """--scenarios (validated): which cells run the scenarios; default all in the nightly profile, else n640."""
+    """--scenarios (validated): which cells run the scenarios; default all in the nightly profile, else screen."""
     value = opt("scenarios")
     if value is None:
-        return "all" if profile == "nightly" else "n640"
+        return "all" if profile == "nightly" else "screen"
     if value not in SCENARIO_MODES:
         raise SelectionError(f"--scenarios: unknown {value!r}; valid: {', '.join(SCENARIO_MODES)}")
     return value

@@ -131,8 +131,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption(
         "--scenarios",
-        help="which cells run the use-case scenarios (multi-stream, server, offline, camera, single-stream): n640 "
-        "(yolo26n at 640, batch 1; the default), all (the nightly default), none",
+        help="which cells run the use-case scenarios (multi-stream, server, offline, camera, single-stream): screen "
+        "(the default: the 3 fastest cells per image of the timing phase), n640 (yolo26n at 640, batch 1), all (the "
+        "nightly default), none",
     )
     g.addoption(
         "--server-bound-ms",
