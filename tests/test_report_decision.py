@@ -358,3 +358,25 @@ def test_the_first_screen_shows_the_nearest_miss_with_its_command_and_absent_dev
     # the front has its table and plot
     front = doc.one("section", id="front")
     assert front.one("tr", data_cell_id=cell("torch-eager", 40.0)["cell_id"])
+
+
+def test_a_loadgen_server_rate_is_decided_again_at_the_percentile_it_was_judged_at(tmp_path):
+    """LoadGen's short durations judge the server at the p90 (`target_ms`, `percentile` 0.9): a re-decision reads
+    each tried rate's p90, and the page says p90; a record from before LoadGen has only the p99, and is read so."""
+    srv = server_cell("openvino", 25.0, [(10, 20.0), (20, 45.0), (40, 90.0), (80, 400.0)])
+    res = srv["scenarios"]["server"]
+    res["percentile"] = 0.9
+    for t, p90 in zip(res["tried"], (12.0, 30.0, 48.0, 200.0), strict=True):
+        t["target_ms"] = p90  # the p90s: 40 q/s meets a 50 ms bound at the p90, not at the p99 (90 ms)
+    run = _write_run(tmp_path / "run", [srv])
+    assert main([str(run), "-o", str(tmp_path / "a"), "-q", "--server-bound-ms", "50"]) == 0
+    pick = _decisions(tmp_path / "a")["server"]["pick"]
+    assert pick["value"] == 40 and "p90 ≤ 50 ms" in pick["figure"]
+    # the other way: the same rates with only their p99s (no target_ms, no percentile) give 20 q/s at the p99
+    for t in res["tried"]:
+        del t["target_ms"]
+    del res["percentile"]
+    run = _write_run(tmp_path / "old", [srv])
+    assert main([str(run), "-o", str(tmp_path / "b"), "-q", "--server-bound-ms", "50"]) == 0
+    pick = _decisions(tmp_path / "b")["server"]["pick"]
+    assert pick["value"] == 20 and "p99 ≤ 50 ms" in pick["figure"]
