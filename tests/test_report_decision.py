@@ -380,3 +380,33 @@ def test_a_loadgen_server_rate_is_decided_again_at_the_percentile_it_was_judged_
     assert main([str(run), "-o", str(tmp_path / "b"), "-q", "--server-bound-ms", "50"]) == 0
     pick = _decisions(tmp_path / "b")["server"]["pick"]
     assert pick["value"] == 20 and "p99 ≤ 50 ms" in pick["figure"]
+
+
+def _single_stream(rec: dict, p99: float, p90_interval: list[float]) -> dict:
+    """`rec` with a LoadGen single-stream result of ~100 queries: its p99 interval has no upper end."""
+    rec["scenarios"] = {
+        "single-stream": {
+            "value": p90_interval[0] + 0.1,
+            "valid": True,
+            "p90": p90_interval[0] + 0.1,
+            "p99": p99,
+            "p99_interval": [p99 - 0.4, None],
+            "p90_interval": p90_interval,
+            "queries": 110,
+        }
+    }
+    return rec
+
+
+def test_camera_compares_single_stream_results_by_their_bounded_p90_intervals():
+    """Two single-stream results whose p99 intervals are open above (100-odd queries) are not tied by that alone:
+    their p90 intervals decide; apart, one pick; overlapping, a tie."""
+    a = _single_stream(cell("onnxruntime", 9.0, side=320), 10.5, [8.4, 9.3])
+    b = _single_stream(cell("openvino", 11.0, side=320), 12.4, [10.2, 11.9])
+    dec = camera([a, b])
+    assert dec.pick.cand.rec["backend"] == "onnxruntime" and dec.tied == []
+    assert "p90" in dec.pick.fig.interval_how
+    # the other way: overlapping p90 intervals are a tie
+    b = _single_stream(cell("openvino", 11.0, side=320), 12.4, [9.0, 11.9])
+    dec = camera([a, b])
+    assert [t.cand.rec["backend"] for t in dec.tied] == ["openvino"]
