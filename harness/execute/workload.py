@@ -91,9 +91,8 @@ def prepare_all(svc: CellRunner, cells: list[Cell], workers: int) -> dict[str, A
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="export") as pool:
         try:
             states = list(pool.map(one, todo))
-        except (
-            BaseException
-        ):  # interrupted (Ctrl-C): end the running workers, so the pool's threads return now
+        except BaseException:
+            # interrupted (Ctrl-C): end the running workers, so the pool's threads return now
             kill_live_workers()
             raise
     if todo:
