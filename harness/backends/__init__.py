@@ -1,30 +1,21 @@
-"""Backend registry: an explicit dict filled by the `register` decorator. Listing never imports heavy libraries."""
+"""Backend registry: an explicit dict filled by the `register` decorator. Listing never imports heavy libraries.
+
+Every module of this package except `base` and the `_`-prefixed ones (`_shared/`) is a backend module: the registry
+finds them on its first use and imports each, and each registers its class(es) with `@register`. A new backend is
+its module here (and its test): nothing else names it. Each module imports its runtime lazily, inside methods.
+"""
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
 
 _REGISTRY: dict[str, type[Backend]] = {}
-# Module per backend; imported on first use of the registry (each imports its runtime lazily).
-_MODULES = (
-    "harness.backends.torch_eager",
-    "harness.backends.onnxruntime",
-    "harness.backends.openvino",
-    "harness.backends.executorch_xnnpack",
-    "harness.backends.torch_compile",
-    "harness.backends.aoti",
-    "harness.backends.tensorrt",
-    "harness.backends.onnxruntime_trt",
-    "harness.backends.executorch_cuda",
-    "harness.backends.cudagraph",
-    "harness.backends.executorch_vulkan",
-    "harness.backends.executorch_coreml",
-    "harness.backends.executorch_mps",
-    "harness.backends.executorch_qnn",
-    "harness.backends.executorch_arm",
-)
+#: modules of this package that are not backends
+_NOT_BACKENDS = frozenset({"base"})
+_discovered = False
 
 
 def register(cls: type[Backend]) -> type[Backend]:
@@ -34,14 +25,28 @@ def register(cls: type[Backend]) -> type[Backend]:
     return cls
 
 
+def backend_modules() -> tuple[str, ...]:
+    """The backend modules of this package, by name: every module but `base` and the `_`-prefixed ones."""
+    return tuple(
+        f"{__name__}.{m.name}"
+        for m in pkgutil.iter_modules(__path__)
+        if not m.name.startswith("_") and m.name not in _NOT_BACKENDS
+    )
+
+
 def _load_modules() -> None:
-    for m in _MODULES:
+    global _discovered
+    if _discovered:
+        return
+    for m in backend_modules():
         importlib.import_module(m)
+    _discovered = True
 
 
 def names() -> tuple[str, ...]:
+    """Every registered backend name, in registry order (each backend's `registry_order`, then its name)."""
     _load_modules()
-    return tuple(_REGISTRY)
+    return tuple(sorted(_REGISTRY, key=lambda n: (_REGISTRY[n].registry_order, n)))
 
 
 def get(name: str) -> Backend:
@@ -49,7 +54,7 @@ def get(name: str) -> Backend:
     try:
         return _REGISTRY[name]()
     except KeyError:
-        raise KeyError(f"unknown backend {name!r}; valid: {', '.join(_REGISTRY)}") from None
+        raise KeyError(f"unknown backend {name!r}; valid: {', '.join(names())}") from None
 
 
 def display_order() -> tuple[str, ...]:
@@ -70,6 +75,7 @@ __all__ = [
     "ExportRequest",
     "ExportResult",
     "Runner",
+    "backend_modules",
     "display_order",
     "export_only_names",
     "get",

@@ -153,6 +153,7 @@ def export_program(req: ExportRequest, device: str, dtype):
 class Aoti(Backend):
     name = "aoti"
     display_order = 80
+    registry_order = 70
     devices = ("cpu", "cuda")
     precisions = {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
     supports_dynamic = True

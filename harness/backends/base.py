@@ -179,6 +179,9 @@ class Backend(ABC):
     export_only: ClassVar[bool] = False
     #: where the report lists this backend (lower first); backends of equal order sort by name
     display_order: ClassVar[int] = 100
+    #: where `harness.backends.names()` lists this backend (lower first; equal orders sort by name): the order of
+    #: the `--backends` choices, of "valid: ..." messages and of the devices gathered from the backends
+    registry_order: ClassVar[int] = 1000
 
     def export_only_reason(self, cell) -> str | None:
         """Why `cell` is export-only here (record status "exported"), or None when it runs.

@@ -161,13 +161,15 @@ class CudaGraphRunner(Runner):
         self.inner.close()
 
 
-def cudagraph_backend(base: type[Backend], suffix: str = "-cudagraph") -> type[Backend]:
+def cudagraph_backend(
+    base: type[Backend], suffix: str = "-cudagraph", registry_order: int | None = None
+) -> type[Backend]:
     """A CUDA-only variant of a torch-based backend whose runner is wrapped in `CudaGraphRunner`.
 
     The variant is a backend of its own (`<base.name>-cudagraph`) because its latency is a different measurement
     and a backend name is an axis value of the cell id. Register it with `harness.backends.register`.
     The variant sets `run_single_threaded = True`, which AOTInductor's load honours (its multi-threaded runner
-    conflicts with graph capture).
+    conflicts with graph capture). `registry_order`: where `names()` lists the variant (default: beside its base).
     """
     if "cuda" not in base.devices:
         raise ValueError(f"{base.name} has no cuda device to capture on")
@@ -182,9 +184,11 @@ def cudagraph_backend(base: type[Backend], suffix: str = "-cudagraph") -> type[B
         def load(self, artifact, cell, export_info: dict) -> Runner:
             return CudaGraphRunner(super().load(artifact, cell, export_info), cell.device)
 
+    if registry_order is not None:
+        CudaGraphVariant.registry_order = registry_order
     CudaGraphVariant.__name__ = CudaGraphVariant.__qualname__ = f"{base.__name__}CudaGraph"
     return CudaGraphVariant
 
 
-TorchEagerCudaGraph = register(cudagraph_backend(TorchEager))
-AotiCudaGraph = register(cudagraph_backend(Aoti))
+TorchEagerCudaGraph = register(cudagraph_backend(TorchEager, registry_order=110))
+AotiCudaGraph = register(cudagraph_backend(Aoti, registry_order=120))

@@ -47,6 +47,7 @@ def _importable(module: str) -> bool:
 class ExecuTorchArm(Backend):
     name = "executorch-arm"
     display_order = 170
+    registry_order = 170
     devices = ("ethos-u",)
     precisions = {"ethos-u": ("int8",)}
     library = "executorch"

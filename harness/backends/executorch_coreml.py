@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 class ExecuTorchCoreML(Backend):
     name = "executorch-coreml"
     display_order = 140
+    registry_order = 140
     devices = ("coreml",)
     precisions = {"coreml": ("fp32", "fp16")}
     library = "executorch"

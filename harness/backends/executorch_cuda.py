@@ -190,6 +190,7 @@ class ExecuTorchCuda(Backend):
 
     name = "executorch-cuda"
     display_order = 120
+    registry_order = 100
     devices = ("cuda",)
     precisions = {"cuda": ("fp32",)}
     supports_dynamic = False  # the seeds: strided-convolution guards block dynamic H/W on this backend

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 class ExecuTorchMps(Backend):
     name = "executorch-mps"
     display_order = 150
+    registry_order = 150
     devices = ("mps",)
     precisions = {"mps": ("fp32",)}
     library = "executorch"

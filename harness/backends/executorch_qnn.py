@@ -33,6 +33,7 @@ def sdk_missing() -> str | None:
 class ExecuTorchQnn(Backend):
     name = "executorch-qnn"
     display_order = 160
+    registry_order = 160
     devices = ("qnn",)
     # The HTP runs fp16 or quantized integer graphs, not fp32.
     precisions = {"qnn": ("fp16",)}

@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 class ExecuTorchVulkan(Backend):
     name = "executorch-vulkan"
     display_order = 130
+    registry_order = 130
     devices = ("vulkan",)
     precisions = {"vulkan": ("fp32", "fp16")}
     library = "executorch"

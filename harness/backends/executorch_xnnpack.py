@@ -85,6 +85,7 @@ def load_method(artifact: Path):
 class ExecuTorchXnnpack(Backend):
     name = "executorch-xnnpack"
     display_order = 70
+    registry_order = 40
     devices = ("cpu",)
     precisions = {"cpu": ("fp32", "int8")}
     supports_dynamic = True

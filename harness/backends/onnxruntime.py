@@ -170,6 +170,7 @@ class OrtRunner(Runner):
 class OnnxRuntime(Backend):
     name = "onnxruntime"
     display_order = 50
+    registry_order = 20
     devices = ("cpu", "cuda")
     precisions = {"cpu": ("fp32", "int8"), "cuda": ("fp32", "fp16")}
     supports_dynamic = True

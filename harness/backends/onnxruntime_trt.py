@@ -109,6 +109,7 @@ def trt_ep_precision(artifact: Path, session, cell) -> tuple[None, str, dict | N
 class OnnxRuntimeTensorRT(Backend):
     name = "onnxruntime-trt"
     display_order = 110
+    registry_order = 90
     devices = ("cuda",)
     precisions = {"cuda": ("fp32", "fp16")}
     supports_dynamic = True

@@ -178,6 +178,7 @@ def compile_config(cell, threads: int | None = None, precision_hint: str | None 
 class OpenVino(Backend):
     name = "openvino"
     display_order = 60
+    registry_order = 30
     devices = ("cpu", "gpu")
     precisions = {"cpu": ("fp32", "fp16", "int8"), "gpu": ("fp32", "fp16")}
     supports_dynamic = True

@@ -325,6 +325,7 @@ class TensorRTRunner(Runner):
 class TensorRT(Backend):
     name = "tensorrt"
     display_order = 100
+    registry_order = 80
     devices = ("cuda",)
     precisions = {"cuda": ("fp32", "fp16", "int8")}
     supports_dynamic = True

@@ -158,6 +158,7 @@ class TorchCompile(Backend):
 
     name = "torch-compile"
     display_order = 20
+    registry_order = 50
     mode = "default"
     devices = ("cpu", "cuda")
     precisions = {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
@@ -209,6 +210,7 @@ class TorchCompileMaxAutotune(TorchCompile):
 
     name = "torch-compile-max-autotune"
     display_order = 30
+    registry_order = 60
     mode = "max-autotune"
     devices = ("cuda",)
     precisions = {"cuda": ("fp32", "fp16")}

@@ -133,6 +133,7 @@ class TorchRunner(Runner):
 class TorchEager(Backend):
     name = "torch-eager"
     display_order = 10
+    registry_order = 10
     devices = ("cpu", "cuda")
     precisions = {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
     exports = False
