@@ -215,6 +215,16 @@ class Backend(ABC):
         """Load an exported artifact (or the checkpoint, for non-exporting backends) for `cell`."""
 
 
+class ExportOnlyBackend(Backend):
+    """A backend for a target no runtime on this host can run: it exports (record status "exported"), and `load`
+    refuses with the reason. A subclass declares its facts, `probe` and `export`."""
+
+    export_only: ClassVar[bool] = True
+
+    def load(self, artifact: Path, cell, export_info: dict) -> Runner:
+        raise BackendUnavailable(f"no runtime for {self.name} on this host; export only")
+
+
 def library_version(module: str) -> str | None:
     """Installed version of a distribution/module, without importing it."""
     from importlib import metadata

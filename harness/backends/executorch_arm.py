@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 
 from harness.backends import register
-from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
+from harness.backends.base import BackendUnavailable, ExportOnlyBackend, ExportRequest, ExportResult
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +44,13 @@ def _importable(module: str) -> bool:
 
 
 @register
-class ExecuTorchArm(Backend):
+class ExecuTorchArm(ExportOnlyBackend):
     name = "executorch-arm"
     display_order = 170
     registry_order = 170
     devices = ("ethos-u",)
     precisions = {"ethos-u": ("int8",)}
     library = "executorch"
-    export_only = True
 
     def probe(self, device: str) -> str | None:
         return tools_missing()
@@ -92,6 +91,3 @@ class ExecuTorchArm(Backend):
             str(pte),
             {"ops": ops, "dtypes": dtypes, "quantization": "int8 post-training, symmetric per-channel"},
         )
-
-    def load(self, artifact: Path, cell, export_info: dict) -> Runner:
-        raise BackendUnavailable(f"no runtime for {self.name} on this host; export only")

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from harness.backends import register
-from harness.backends._shared.executorch_export import export_executorch
-from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
+from harness.backends._shared.executorch_export import export_executorch, partitioner_missing
+from harness.backends.base import BackendUnavailable, ExportOnlyBackend, ExportRequest, ExportResult
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def sdk_missing() -> str | None:
 
 
 @register
-class ExecuTorchQnn(Backend):
+class ExecuTorchQnn(ExportOnlyBackend):
     name = "executorch-qnn"
     display_order = 160
     registry_order = 160
@@ -38,17 +38,11 @@ class ExecuTorchQnn(Backend):
     # The HTP runs fp16 or quantized integer graphs, not fp32.
     precisions = {"qnn": ("fp16",)}
     library = "executorch"
-    export_only = True
 
     def probe(self, device: str) -> str | None:
-        reason = sdk_missing()
-        if reason:
-            return reason
-        try:
-            from executorch.backends.qualcomm.partition.qnn_partitioner import QnnPartitioner  # noqa: F401
-        except ImportError as e:
-            return f"the installed executorch has no QNN partitioner ({e})"
-        return None
+        return sdk_missing() or partitioner_missing(
+            "executorch.backends.qualcomm.partition.qnn_partitioner", "QnnPartitioner", "QNN"
+        )
 
     def export(self, req: ExportRequest) -> ExportResult:
         reason = sdk_missing()
@@ -66,6 +60,3 @@ class ExecuTorchQnn(Backend):
             soc_model=soc, backend_options=generate_htp_compiler_spec(use_fp16=True)
         )
         return export_executorch(req, [QnnPartitioner(specs)], "qnn")
-
-    def load(self, artifact: Path, cell, export_info: dict) -> Runner:
-        raise BackendUnavailable(f"no runtime for {self.name} on this host; export only")

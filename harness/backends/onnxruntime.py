@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends import register
-from harness.backends._shared.ort_cuda import preload_cuda_libraries, require_provider
+from harness.backends._shared.ort_cuda import preload_cuda_libraries, provider_missing, require_provider
 from harness.backends._shared.precision import verdict
 from harness.backends._shared.ultralytics_export import export_with_ultralytics
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams
@@ -81,6 +81,15 @@ def session_threads(session) -> tuple[int | None, str]:
         f"session's copy it built its pool from; inter-op {opts.inter_op_num_threads}, {opts.execution_mode.name}); "
         "ONNX Runtime does not report its pool's live thread count"
     )
+
+
+def onnx_export_info(path: Path) -> dict:
+    """What the export info records of an ONNX file: its opset and its operator types (sorted)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    ops = sorted({n.op_type for n in model.graph.node})
+    return {"onnx_opset": model.opset_import[0].version, "onnx_op_types": ops}
 
 
 def graph_counts(artifact: Path, input_type: str | None = None) -> dict:
@@ -177,13 +186,9 @@ class OnnxRuntime(Backend):
     library = "onnxruntime"
 
     def probe(self, device: str) -> str | None:
-        try:
-            import onnxruntime as ort
-        except ImportError as e:
-            return f"onnxruntime is not installed ({e})"
-        have = ort.get_available_providers()
-        if PROVIDER[device] not in have:
-            return f"this onnxruntime build has no {PROVIDER[device]} (has {', '.join(have)})"
+        reason = provider_missing(PROVIDER[device])
+        if reason:
+            return reason
         if device == "cuda":
             from harness.core.envinfo import cuda_device_count
 
@@ -192,8 +197,6 @@ class OnnxRuntime(Backend):
         return None
 
     def export(self, req: ExportRequest) -> ExportResult:
-        import onnx
-
         if req.precision == "int8":
             from harness.backends._shared.ort_quantize import quantize_static_qdq
 
@@ -201,10 +204,7 @@ class OnnxRuntime(Backend):
             path, extra = quantize_static_qdq(fp32, req)
         else:
             path, extra = export_with_ultralytics(req, "onnx", simplify=True), {}
-        model = onnx.load(str(path), load_external_data=False)
-        ops = sorted({n.op_type for n in model.graph.node})
-        info = {"onnx_opset": model.opset_import[0].version, "onnx_op_types": ops, **extra}
-        return ExportResult(str(path), info)
+        return ExportResult(str(path), {**onnx_export_info(path), **extra})
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
         import onnxruntime as ort

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends import register
-from harness.backends._shared.ort_cuda import preload_cuda_libraries, require_provider
+from harness.backends._shared.ort_cuda import preload_cuda_libraries, provider_missing, require_provider
 from harness.backends._shared.ort_iobinding import OrtIOBindingRunner
 from harness.backends._shared.ultralytics_export import export_with_ultralytics
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, library_version
-from harness.backends.onnxruntime import graph_counts, session_options
+from harness.backends.onnxruntime import graph_counts, onnx_export_info, session_options
 
 log = logging.getLogger(__name__)
 
@@ -116,13 +116,9 @@ class OnnxRuntimeTensorRT(Backend):
     library = "onnxruntime"
 
     def probe(self, device: str) -> str | None:
-        try:
-            import onnxruntime as ort
-        except ImportError as e:
-            return f"onnxruntime is not installed ({e})"
-        have = ort.get_available_providers()
-        if TRT_EP not in have:
-            return f"this onnxruntime build has no {TRT_EP} (has {', '.join(have)}; install onnxruntime-gpu)"
+        reason = provider_missing(TRT_EP, "; install onnxruntime-gpu")
+        if reason:
+            return reason
         from harness.core.envinfo import cuda_device_count
 
         if cuda_device_count() == 0:
@@ -133,13 +129,9 @@ class OnnxRuntimeTensorRT(Backend):
         return mismatch or preload_tensorrt()
 
     def export(self, req: ExportRequest) -> ExportResult:
-        import onnx
-
         # One fp32 graph, exported on the CPU: TensorRT picks fp16 kernels itself when trt_fp16_enable is set.
         path = export_with_ultralytics(req, "onnx", simplify=True, half=False, int8=False, device="cpu")
-        model = onnx.load(str(path), load_external_data=False)
-        ops = sorted({n.op_type for n in model.graph.node})
-        return ExportResult(str(path), {"onnx_opset": model.opset_import[0].version, "onnx_op_types": ops})
+        return ExportResult(str(path), onnx_export_info(path))
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
         import onnxruntime as ort

@@ -18,6 +18,7 @@ import numpy as np
 
 from harness.backends import register
 from harness.backends._shared.precision import verdict
+from harness.backends._shared.probes import not_installed
 from harness.backends._shared.ultralytics_export import export_with_ultralytics, no_font_download
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams
 from harness.core.threads import GPU_CELL_REASON
@@ -191,10 +192,11 @@ class OpenVino(Backend):
         return reason
 
     def probe(self, device: str) -> str | None:
-        try:
-            import openvino as ov
-        except ImportError as e:
-            return f"openvino is not installed ({e})"
+        reason = not_installed("openvino")
+        if reason:
+            return reason
+        import openvino as ov
+
         available = ov.Core().available_devices
         if not any(d.split(".")[0] == OV_DEVICE[device] for d in available):
             return (

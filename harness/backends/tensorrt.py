@@ -24,6 +24,7 @@ import numpy as np
 from harness.backends import register
 from harness.backends._shared.cuda_streams import per_stream_calls
 from harness.backends._shared.precision import verdict
+from harness.backends._shared.probes import torch_cuda_missing
 from harness.backends._shared.ultralytics_export import export_with_ultralytics
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams, library_version
 from harness.core.threads import GPU_CELL_REASON
@@ -338,13 +339,7 @@ class TensorRT(Backend):
             return f"tensorrt is not importable ({e}); install tensorrt-cu12 or tensorrt-cu13"
         if int(trt.__version__.split(".")[0]) < 10:
             return f"TensorRT {trt.__version__} predates the named-tensor API (TensorRT >= 10 is needed)"
-        try:
-            import torch
-        except ImportError as e:
-            return f"torch is not installed ({e})"
-        if not torch.cuda.is_available():
-            return f"no CUDA device visible to torch {torch.__version__} (torch.version.cuda={torch.version.cuda})"
-        return None
+        return torch_cuda_missing()
 
     def unsupported(self, cell) -> str | None:
         reason = super().unsupported(cell)

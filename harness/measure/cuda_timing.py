@@ -29,6 +29,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from harness.backends._shared.probes import torch_cuda_missing
 from harness.core.record import Latency, set_null
 from harness.measure.base import Tracker
 from harness.measure.timing import TimedCall
@@ -45,14 +46,11 @@ SYNCED_SCOPE = (
 
 def torch_cuda_reason() -> tuple[Any, str | None]:
     """(torch.cuda, None) when torch sees a CUDA device, else (None, the reason)."""
-    try:
-        import torch
-    except ImportError as e:
-        return None, f"torch is not installed ({e})"
-    if not torch.cuda.is_available():
-        return None, (
-            f"no CUDA device visible to torch {torch.__version__} (torch.version.cuda={torch.version.cuda})"
-        )
+    reason = torch_cuda_missing()
+    if reason:
+        return None, reason
+    import torch
+
     return torch.cuda, None
 
 

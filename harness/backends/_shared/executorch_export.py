@@ -5,9 +5,16 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from harness.backends._shared.probes import import_error
 from harness.backends.base import ExportRequest, ExportResult
 
 log = logging.getLogger(__name__)
+
+
+def partitioner_missing(module: str, cls: str, label: str) -> str | None:
+    """Why `from module import cls` (a delegate's partitioner) fails with the installed executorch, or None."""
+    e = import_error(module, cls)
+    return None if e is None else f"the installed executorch has no {label} partitioner ({e})"
 
 
 def exported_program(req: ExportRequest, fmt: str = "executorch"):

@@ -17,6 +17,23 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+def provider_missing(provider: str, hint: str = "") -> str | None:
+    """Why the installed onnxruntime cannot offer `provider` (not installed, or a build without it), or None.
+
+    `hint` follows the list of the providers it has (e.g. "; install onnxruntime-gpu")."""
+    from harness.backends._shared.probes import not_installed
+
+    reason = not_installed("onnxruntime")
+    if reason:
+        return reason
+    import onnxruntime as ort
+
+    have = ort.get_available_providers()
+    if provider not in have:
+        return f"this onnxruntime build has no {provider} (has {', '.join(have)}{hint})"
+    return None
+
+
 class ProviderFallback(RuntimeError):
     """A session asked for a GPU execution provider runs on another one (ONNX Runtime's silent fallback)."""
 
