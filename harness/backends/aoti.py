@@ -14,35 +14,33 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
-
 from harness.backends import register
+from harness.backends._shared.backbone_only import (
+    REMEDY_BACKBONE_ONLY,
+    HostTopKRunner,
+    backbone_only,
+    export_remedy,
+    postprocess_spec,
+)
 from harness.backends._shared.cuda_streams import per_stream_calls
 from harness.backends._shared.precision import graph_value_dtypes, torch_dtype_counts, verdict
+from harness.backends._shared.probes import inductor_missing, not_installed
+from harness.backends._shared.torch_runtime import TorchDeviceRunner, set_tf32, tf32_switches, torch_dtype
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams
-from harness.backends.torch_eager import flatten_outputs, set_tf32
-from harness.core.threads import GPU_CELL_REASON, apply_torch, torch_threads
+from harness.core.threads import apply_torch
 
 log = logging.getLogger(__name__)
 
 DYNAMIC_EXAMPLE = 640  # example height/width when a dynamic request carries no shape
 
 
-class AotiRunner(Runner):
-    """A loaded AOTInductor package. Inputs are placed on the device in `prepare`, outside the timed region."""
-
-    #: torch.cuda's stream API for `streams` (None: torch.cuda itself; the CPU tests give a fake)
-    cuda_api = None
+class AotiRunner(TorchDeviceRunner):
+    """A loaded AOTInductor package. Inputs are placed on the device in `prepare`, outside the timed region; on
+    CUDA it launches on torch's current stream."""
 
     def __init__(self, compiled, device: str, dtype, export_info: dict | None = None) -> None:
-        import torch
-
+        super().__init__(device, dtype)
         self.compiled = compiled
-        self.device = torch.device(device)
-        self.dtype = dtype
-        self.timing_scope = "model"
-        self._cuda = self.device.type == "cuda"
-        self.torch_stream = self._cuda  # AOTInductor launches on torch's current stream
         loader = getattr(compiled, "loader", None)
         self._run = loader.run if loader is not None and hasattr(loader, "run") else None
         self.precision_executed, self.precision_source, self.precision_detail = aoti_precision(
@@ -50,29 +48,15 @@ class AotiRunner(Runner):
         )
 
     def cpu_threads(self) -> tuple[int | None, str]:
+        n, how = super().cpu_threads()
         if self._cuda:
-            return None, GPU_CELL_REASON
-        n, how = torch_threads()
+            return n, how
         return n, f"{how}; AOTInductor's CPU kernels parallelise with the same OpenMP threads"
-
-    def prepare(self, x: np.ndarray):
-        import torch
-
-        return torch.from_numpy(np.array(x)).to(self.device, self.dtype)
 
     def run(self, prepared):
         if self._run is not None:
             return self._run([prepared])
         return self.compiled(prepared)
-
-    def synchronize(self) -> None:
-        if self._cuda:
-            import torch
-
-            torch.cuda.synchronize(self.device)
-
-    def outputs(self, result) -> list[np.ndarray]:
-        return flatten_outputs(result)
 
     def streams(self, n: int) -> Streams:
         if not self._cuda:
@@ -94,8 +78,6 @@ def aoti_precision(export_info: dict, device: str) -> tuple[str | None, str, dic
     reads the dtypes `Aoti.export` counted in the program it compiled: the parameters and buffers, and the
     tensors the graph's operators produce. On CUDA the detail also has the TF32 switches at load and at export.
     """
-    import torch
-
     params = export_info.get("parameter_dtypes")
     if not params:
         return (
@@ -106,8 +88,7 @@ def aoti_precision(export_info: dict, device: str) -> tuple[str | None, str, dic
     detail: dict = {"parameters": params, "graph_values": export_info.get("graph_dtypes")}
     source = "export-time dtypes of the torch.export program that AOTInductor compiled (its parameters)"
     if str(device).startswith("cuda"):
-        detail["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
-        detail["tf32_cudnn"] = bool(torch.backends.cudnn.allow_tf32)
+        detail.update(tf32_switches())
         detail["tf32_at_export"] = export_info.get("tf32_at_export")
     executed = verdict(params)
     if executed is None:
@@ -119,17 +100,11 @@ def export_program(req: ExportRequest, device: str, dtype):
     """torch.export of the network as ultralytics prepares it, on `device` in `dtype`; dynamic H/W when asked.
 
     Returns (exported program, host post-processing spec or None). With the request option
-    {"remedy": "backbone-only"} the network stops before the head's top-k (`executorch_cuda.backbone_only`), and the
+    {"remedy": "backbone-only"} the network stops before the head's top-k (`_shared.backbone_only`), and the
     spec tells the runner how to run that top-k on the host, inside the timed call (`HostTopKRunner`).
     """
     import torch
 
-    from harness.backends.executorch_cuda import (
-        REMEDY_BACKBONE_ONLY,
-        backbone_only,
-        export_remedy,
-        postprocess_spec,
-    )
     from harness.yolo.models import prepared_model
 
     h, w = (req.height or DYNAMIC_EXAMPLE), (req.width or DYNAMIC_EXAMPLE)
@@ -162,36 +137,25 @@ class Aoti(Backend):
     run_single_threaded: ClassVar[bool] = False
 
     def probe(self, device: str) -> str | None:
-        try:
-            import torch
-        except ImportError as e:
-            return f"torch is not installed ({e})"
+        reason = not_installed("torch")
+        if reason:
+            return reason
+        import torch
         import torch._inductor
 
         if not hasattr(torch._inductor, "aoti_compile_and_package"):
             return f"torch {torch.__version__} has no torch._inductor.aoti_compile_and_package (needs torch >= 2.6)"
-        if device == "cuda":
-            if not torch.cuda.is_available():
-                return f"no CUDA device visible to torch {torch.__version__} (torch.version.cuda={torch.version.cuda})"
-            import importlib.util
-
-            if importlib.util.find_spec("triton") is None:
-                return "AOTInductor on CUDA generates Triton kernels, and triton is not installed"
-            return None
-        from torch._inductor import cpp_builder
-
-        try:
-            cpp_builder.get_cpp_compiler()
-        except Exception as e:  # the package is a shared library compiled here
-            return f"AOTInductor needs a C++ compiler to build its shared library: {e}"
-        return None
+        # the package is a shared library compiled here (C++ on the CPU, Triton kernels on CUDA)
+        return inductor_missing(
+            device, "AOTInductor", "AOTInductor needs a C++ compiler to build its shared library"
+        )
 
     def export(self, req: ExportRequest) -> ExportResult:
         import torch
         import torch._inductor
 
         device = "cuda" if req.device == "cuda" else "cpu"
-        dtype = torch.float16 if req.precision == "fp16" else torch.float32
+        dtype = torch_dtype(req.precision)
         set_tf32(device, dtype)  # Inductor decides TF32 for its generated GEMMs at compile time
         out = Path(req.out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -206,10 +170,7 @@ class Aoti(Backend):
             "graph_dtypes": graph_value_dtypes(ep.graph_module),
         }
         if device == "cuda":
-            info["tf32_at_export"] = {
-                "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-                "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
-            }
+            info["tf32_at_export"] = tf32_switches()
         if spec is not None:
             info["host_postprocess"] = spec
         suffix = "-backbone" if spec is not None else ""
@@ -223,10 +184,9 @@ class Aoti(Backend):
         return ExportResult(str(pt2), {**info, "torch_export_s": export_s, "aoti_compile_s": compile_s})
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
-        import torch
         import torch._inductor
 
-        dtype = torch.float16 if cell.precision == "fp16" else torch.float32
+        dtype = torch_dtype(cell.precision)
         if cell.device == "cpu":
             apply_torch()  # the run's budget: the package's CPU kernels use torch's OpenMP threads
         set_tf32(cell.device, dtype)
@@ -240,6 +200,4 @@ class Aoti(Backend):
         spec = export_info.get("host_postprocess")
         if spec is None:
             return runner
-        from harness.backends.executorch_cuda import HostTopKRunner
-
         return HostTopKRunner(runner, spec, device_outputs=cell.device == "cuda")

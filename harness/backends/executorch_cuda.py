@@ -4,160 +4,57 @@ Exporting needs a CUDA device, triton, and the export-side Python of `executorch
 Running needs an ExecuTorch runtime built with `-DEXECUTORCH_BUILD_CUDA=ON`; the PyPI wheel's runtime registers no
 `CudaBackend`. The backend therefore decides at probe time whether it can only export: see `ExecuTorchCuda`.
 
-`backbone_only(model)` is the seeds' "hybrid" remedy (request option {"remedy": "backbone-only"}): the network up to
-the one-to-one head's decoded predictions goes on the device; the top-k selection that follows (where ExecuTorch
-CUDA fails on YOLO26: `index_put` lowering, Triton top-k rows > 4096) runs on the host, with ultralytics' own code.
+The seeds' "hybrid" remedy (request option {"remedy": "backbone-only"}) is harness.backends._shared.backbone_only:
+the network up to the one-to-one head's decoded predictions goes on the device, the top-k runs on the host.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 from pathlib import Path
 
-import numpy as np
-
 from harness.backends import register
+from harness.backends._shared.backbone_only import (
+    REMEDY_BACKBONE_ONLY,
+    HostTopKRunner,
+    backbone_only,
+    export_remedy,
+    host_postprocess,
+    postprocess_spec,
+)
+from harness.backends._shared.executorch_runtime import ExecuTorchMethodRunner, runtime_backends
+from harness.backends._shared.probes import torch_cuda_missing
 from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
 from harness.core.threads import GPU_CELL_REASON
 
 log = logging.getLogger(__name__)
 
-REMEDY_BACKBONE_ONLY = "backbone-only"
+#: the backbone-only remedy's names, imported from here by harness.measure.parity and benchmarks/gpu_check.py
+__all__ = [
+    "REMEDY_BACKBONE_ONLY",
+    "ExecuTorchCuda",
+    "ExecuTorchCudaRunner",
+    "HostTopKRunner",
+    "backbone_only",
+    "export_remedy",
+    "host_postprocess",
+    "postprocess_spec",
+    "runtime_backends",
+]
+
 PTE_NAME = "model.pte"
 
 
-# -- backbone-only (hybrid) ----------------------------------------------------------------------------------------
-def _no_postprocess(preds):
-    """Stands in for Detect.postprocess, whose input is [B, anchors, C]: return the raw head's layout [B, C, anchors]."""
-    return preds.permute(0, 2, 1)
-
-
-def backbone_only(model):
-    """A copy of `model` (prepared, head e2e) that stops before the head's top-k post-processing.
-
-    Its first output is the one-to-one head's decoded predictions in the raw head's layout, [B, 4 + nc + extra,
-    anchors] (boxes xyxy, class scores after sigmoid), in place of [B, max_det, 6 + extra]; other outputs (such as
-    segmentation prototypes) are unchanged. `host_postprocess(outputs, postprocess_spec(model))` turns them into the
-    full model's outputs. Raises ValueError for a model without a detection head or with the raw head (which has no
-    on-device post-processing to move).
-    """
-    from ultralytics.nn.modules import Detect
-
-    heads = [m for m in model.modules() if isinstance(m, Detect)]
-    if not heads:
-        raise ValueError("backbone-only applies to models with a detection head (detect, seg, pose, obb)")
-    if not heads[-1].end2end:
-        raise ValueError(
-            "backbone-only applies to head=e2e: the raw head has no top-k post-processing to move"
-        )
-    model = copy.deepcopy(model)
-    head = [m for m in model.modules() if isinstance(m, Detect)][-1]
-    head.postprocess = _no_postprocess
-    return model
-
-
-def postprocess_spec(model) -> dict:
-    """What the host top-k needs from the model's head (JSON-serialisable, carried in the export info)."""
-    from ultralytics.nn.modules import Detect
-
-    head = [m for m in model.modules() if isinstance(m, Detect)][-1]
-    return {"nc": int(head.nc), "max_det": int(head.max_det), "agnostic_nms": bool(head.agnostic_nms)}
-
-
-def host_postprocess(outputs: list, spec: dict) -> list:
-    """ultralytics' Detect.postprocess (the one-to-one head's top-k) on the first output, on that tensor's device."""
-    from ultralytics.nn.modules import Detect
-
-    class HostTopK:
-        """Just the attributes and methods Detect.postprocess uses; no parameters, so it runs on any tensor."""
-
-        _grouped_topk = staticmethod(Detect._grouped_topk)
-        _gather = Detect._gather
-        get_topk_index = Detect.get_topk_index
-        postprocess = Detect.postprocess
-
-        def __init__(self) -> None:
-            self.nc = spec["nc"]
-            self.max_det = spec["max_det"]
-            self.agnostic_nms = spec["agnostic_nms"]
-            self.export, self.format, self.dynamic = True, "executorch", False
-
-    return [HostTopK().postprocess(outputs[0].permute(0, 2, 1)), *outputs[1:]]
-
-
-def export_remedy(req: ExportRequest) -> str | None:
-    """The request's remedy option, validated: None or "backbone-only"."""
-    remedy = req.options.get("remedy")
-    if remedy not in (None, REMEDY_BACKBONE_ONLY):
-        raise ValueError(f"{req.backend}: unknown remedy {remedy!r} (known: {REMEDY_BACKBONE_ONLY})")
-    return remedy
-
-
-class HostTopKRunner(Runner):
-    """Wraps the runner of a backbone-only artifact: each timed call is the device part, the copy of its raw outputs
-    to the host and ultralytics' top-k there (the hybrid pipeline end to end). `outputs` are the raw outputs, which
-    the harness compares with `backbone_only(model)` in PyTorch; the host top-k is ultralytics' own code.
-    """
-
-    def __init__(self, inner: Runner, spec: dict, device_outputs: bool) -> None:
-        self.inner = inner
-        self.spec = spec
-        self.precision_executed = inner.precision_executed
-        self.precision_source = inner.precision_source
-        self.precision_detail = inner.precision_detail
-        self.compile_s = inner.compile_s
-        self.torch_stream = inner.torch_stream
-        copy_back = "+d2h" if device_outputs and "d2h" not in inner.timing_scope else ""
-        self.timing_scope = f"{inner.timing_scope}{copy_back}+host_topk"
-
-    def cpu_threads(self) -> tuple[int | None, str]:
-        return self.inner.cpu_threads()
-
-    def prepare(self, x: np.ndarray):
-        return self.inner.prepare(x)
-
-    def run(self, prepared):
-        raw = self.inner.run(prepared)
-        tensors = list(raw) if isinstance(raw, (list, tuple)) else [raw]
-        return raw, host_postprocess([t.cpu() for t in tensors], self.spec)
-
-    def synchronize(self) -> None:
-        self.inner.synchronize()
-
-    def outputs(self, result) -> list[np.ndarray]:
-        return self.inner.outputs(result[0])
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 # -- runtime -------------------------------------------------------------------------------------------------------
-def runtime_backends() -> list[str]:
-    from executorch.runtime import Runtime
-
-    return list(Runtime.get().backend_registry.registered_backend_names)
-
-
-class ExecuTorchCudaRunner(Runner):
+class ExecuTorchCudaRunner(ExecuTorchMethodRunner):
     """A method of a CUDA-delegated program; the Python runtime takes host tensors, so copies are in the timing."""
 
     def __init__(self, method, export_info: dict | None = None) -> None:
-        from harness.backends._shared.executorch_export import executorch_precision
-
-        self.method = method
-        self.precision_executed, self.precision_source, self.precision_detail = executorch_precision(
-            export_info or {}
-        )
+        super().__init__(method, export_info)
         self.timing_scope = "model+h2d+d2h"
 
     def cpu_threads(self) -> tuple[int | None, str]:
         return None, GPU_CELL_REASON
-
-    def prepare(self, x: np.ndarray):
-        import torch
-
-        return [torch.from_numpy(np.array(x, dtype=np.float32))]
 
     def run(self, prepared):
         return list(self.method.execute(prepared))
@@ -167,12 +64,6 @@ class ExecuTorchCudaRunner(Runner):
 
         if torch.cuda.is_available():
             torch.cuda.synchronize()
-
-    def outputs(self, result) -> list[np.ndarray]:
-        return [
-            np.asarray(r.float().cpu().numpy() if hasattr(r, "numpy") else r, dtype=np.float32)
-            for r in result
-        ]
 
 
 @register
@@ -220,15 +111,12 @@ class ExecuTorchCuda(Backend):
         )
 
     def probe(self, device: str) -> str | None:
-        try:
-            import torch
-        except ImportError as e:
-            return f"torch is not installed ({e})"
-        if not torch.cuda.is_available():
-            return (
-                f"ExecuTorch CUDA export compiles kernels for a CUDA device (AOTInductor + Triton), and torch "
-                f"{torch.__version__} sees none (torch.version.cuda={torch.version.cuda})"
-            )
+        reason = torch_cuda_missing(
+            "ExecuTorch CUDA export compiles kernels for a CUDA device (AOTInductor + Triton), and torch "
+            "{version} sees none (torch.version.cuda={cuda})"
+        )
+        if reason:
+            return reason
         try:
             from executorch.backends.cuda.cuda_partitioner import CudaPartitioner  # noqa: F401
         except ImportError as e:

@@ -9,38 +9,20 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
-
 from harness.backends import register
-from harness.backends._shared.executorch_export import executorch_precision, export_executorch
+from harness.backends._shared.executorch_export import export_executorch
+from harness.backends._shared.executorch_runtime import ExecuTorchMethodRunner, runtime_backends
+from harness.backends._shared.probes import not_installed
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
 
 log = logging.getLogger(__name__)
 
 
-class ExecuTorchRunner(Runner):
+class ExecuTorchRunner(ExecuTorchMethodRunner):
     """A loaded ExecuTorch method, executed synchronously on the host."""
-
-    def __init__(self, method, export_info: dict | None = None) -> None:
-        self.method = method
-        self.precision_executed, self.precision_source, self.precision_detail = executorch_precision(
-            export_info or {}
-        )
-        self.timing_scope = "model"
 
     def cpu_threads(self) -> tuple[int | None, str]:
         return threadpool_threads()
-
-    def prepare(self, x: np.ndarray):
-        import torch
-
-        return [torch.from_numpy(np.array(x, dtype=np.float32))]
-
-    def run(self, prepared):
-        return self.method.execute(prepared)
-
-    def outputs(self, result) -> list[np.ndarray]:
-        return [np.asarray(r.float().numpy() if hasattr(r, "numpy") else r, dtype=np.float32) for r in result]
 
 
 def set_threadpool(n: int | None = None) -> int:
@@ -92,11 +74,10 @@ class ExecuTorchXnnpack(Backend):
     library = "executorch"
 
     def probe(self, device: str) -> str | None:
-        try:
-            from executorch.runtime import Runtime
-        except ImportError as e:
-            return f"executorch is not installed ({e})"
-        backends = Runtime.get().backend_registry.registered_backend_names
+        reason = not_installed("executorch.runtime", "Runtime")
+        if reason:
+            return reason
+        backends = runtime_backends()
         if "XnnpackBackend" not in backends:
             return f"the installed ExecuTorch runtime has no XnnpackBackend (has {', '.join(backends)})"
         return None

@@ -36,10 +36,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.backends import register
+from harness.backends._shared.probes import inductor_missing, not_installed
+from harness.backends._shared.torch_runtime import prepared_on_device
 from harness.backends.base import Backend, Runner
-from harness.backends.torch_eager import TorchRunner, set_tf32
+from harness.backends.torch_eager import TorchRunner
 from harness.core.errors import HarnessError
-from harness.core.threads import apply_torch
 
 log = logging.getLogger(__name__)
 
@@ -166,36 +167,14 @@ class TorchCompile(Backend):
     library = "torch"
 
     def probe(self, device: str) -> str | None:
-        try:
-            import torch
-        except ImportError as e:
-            return f"torch is not installed ({e})"
-        if device == "cuda":
-            if not torch.cuda.is_available():
-                return f"no CUDA device visible to torch {torch.__version__} (torch.version.cuda={torch.version.cuda})"
-            import importlib.util
-
-            if importlib.util.find_spec("triton") is None:
-                return "torch.compile on CUDA generates Triton kernels, and triton is not installed"
-        else:
-            from torch._inductor import cpp_builder
-
-            try:
-                cpp_builder.get_cpp_compiler()
-            except Exception as e:  # Inductor's CPU code generation needs a C++ compiler
-                return f"torch.compile on CPU needs a C++ compiler: {e}"
-        return None
+        return not_installed("torch") or inductor_missing(
+            device, "torch.compile", "torch.compile on CPU needs a C++ compiler"
+        )
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
         import torch
 
-        from harness.yolo.models import prepared_model
-
-        model = prepared_model(artifact, cell.head, (cell.shape.height, cell.shape.width))
-        apply_torch()  # the run's budget, before compiling (Inductor's CPU kernels use torch's OpenMP threads)
-        dtype = torch.float16 if cell.precision == "fp16" else torch.float32
-        set_tf32(cell.device, dtype)
-        model = model.to(cell.device).to(dtype)
+        model, dtype = prepared_on_device(artifact, cell)
         example = torch.zeros(
             cell.batch, 3, cell.shape.height, cell.shape.width, device=cell.device, dtype=dtype
         )

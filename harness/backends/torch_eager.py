@@ -5,40 +5,23 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
-
 from harness.backends import register
 from harness.backends._shared.cuda_streams import per_stream_calls
 from harness.backends._shared.precision import torch_dtype_counts, verdict
+from harness.backends._shared.probes import not_installed, torch_cuda_missing
+from harness.backends._shared.torch_runtime import (
+    TorchDeviceRunner,
+    flatten_outputs,
+    prepared_on_device,
+    set_tf32,
+    tf32_switches,
+)
 from harness.backends.base import Backend, Runner, Streams
-from harness.core.threads import GPU_CELL_REASON, apply_torch, torch_threads
 
 log = logging.getLogger(__name__)
 
-
-def flatten_outputs(y) -> list[np.ndarray]:
-    """Model outputs (tensor, or nested tuple/list of tensors) as a flat list of float32 host arrays."""
-    import torch
-
-    if isinstance(y, torch.Tensor):
-        return [y.detach().float().cpu().numpy()]
-    out: list[np.ndarray] = []
-    for item in y:
-        out.extend(flatten_outputs(item))
-    return out
-
-
-def set_tf32(device: str, dtype) -> None:
-    """Make TF32 an explicit choice on CUDA: off for fp32 cells (fp32 means IEEE fp32 matmuls and convolutions).
-
-    torch's defaults differ between matmul (off) and cuDNN convolutions (on), and a script or library imported
-    earlier may have changed either; fp16 cells leave them as they are (their kernels do not use TF32).
-    """
-    import torch
-
-    if str(device).startswith("cuda") and dtype == torch.float32:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+#: imported from here by harness.accuracy, harness.measure and the tests (their home is _shared/torch_runtime.py)
+__all__ = ["TorchEager", "TorchRunner", "flatten_outputs", "set_tf32", "torch_precision"]
 
 
 def torch_precision(tensors, device: str) -> tuple[str | None, str, dict]:
@@ -47,14 +30,11 @@ def torch_precision(tensors, device: str) -> tuple[str | None, str, dict]:
     On CUDA the detail also carries the TF32 switches as torch reports them at load (fp32 parameters with TF32 on
     would run their matmuls/convolutions in TF32; `set_tf32` turns it off for fp32 cells).
     """
-    import torch
-
     counts = torch_dtype_counts(tensors)
     detail: dict = {"parameters": counts}
     source = "dtypes of the model's parameters as loaded"
     if str(device).startswith("cuda"):
-        detail["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
-        detail["tf32_cudnn"] = bool(torch.backends.cudnn.allow_tf32)
+        detail.update(tf32_switches())
         source += " (TF32 switches in the detail)"
     executed = verdict(counts)
     if executed is None:
@@ -62,49 +42,19 @@ def torch_precision(tensors, device: str) -> tuple[str | None, str, dict]:
     return executed, source, detail
 
 
-class TorchRunner(Runner):
+class TorchRunner(TorchDeviceRunner):
     """Runs an nn.Module on a device; inputs are moved to the device before timing."""
 
-    #: torch.cuda's stream API for `streams` (None: torch.cuda itself; the CPU tests give a fake)
-    cuda_api = None
-
     def __init__(self, model, device: str, dtype) -> None:
-        import torch
-
+        super().__init__(device, dtype)
         self.model = model
-        self.device = torch.device(device)
-        self.dtype = dtype
-        self.timing_scope = "model"
-        self._cuda = self.device.type == "cuda"
-        self.torch_stream = (
-            self._cuda
-        )  # work is enqueued on torch's current stream (CUDA events can split it)
         # an OptimizedModule (torch.compile) yields the parameters of the module it compiled
         self.precision_executed, self.precision_source, self.precision_detail = torch_precision(
             list(model.parameters()), device
         )
 
-    def cpu_threads(self) -> tuple[int | None, str]:
-        if self._cuda:
-            return None, GPU_CELL_REASON
-        return torch_threads()
-
-    def prepare(self, x: np.ndarray):
-        import torch
-
-        return torch.from_numpy(np.array(x)).to(self.device, self.dtype)
-
     def run(self, prepared):
         return self.model(prepared)
-
-    def synchronize(self) -> None:
-        if self._cuda:
-            import torch
-
-            torch.cuda.synchronize(self.device)
-
-    def outputs(self, result) -> list[np.ndarray]:
-        return flatten_outputs(result)
 
     def stream_call(self, prepared):
         """One call of a scenario stream (several threads at once): the module under inference_mode."""
@@ -140,22 +90,10 @@ class TorchEager(Backend):
     library = "torch"
 
     def probe(self, device: str) -> str | None:
-        try:
-            import torch
-        except ImportError as e:
-            return f"torch is not installed ({e})"
-        if device == "cuda" and not torch.cuda.is_available():
-            return "no CUDA device visible to torch"
-        return None
+        if device == "cuda":
+            return torch_cuda_missing("no CUDA device visible to torch")
+        return not_installed("torch")
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
-        import torch
-
-        from harness.yolo.models import prepared_model
-
-        model = prepared_model(artifact, cell.head, (cell.shape.height, cell.shape.width))
-        apply_torch()  # the run's budget, after ultralytics (whatever it set) is imported
-        dtype = torch.float16 if cell.precision == "fp16" else torch.float32
-        set_tf32(cell.device, dtype)
-        model = model.to(cell.device).to(dtype)
+        model, dtype = prepared_on_device(artifact, cell)
         return TorchRunner(model, cell.device, dtype)
