@@ -15,6 +15,7 @@ from pathlib import Path
 from harness import backends
 from harness.core.cell import Cell
 from harness.core.record import FAILED_STATUSES
+from harness.core.results_dir import RecordWriter
 from harness.diagnosis.outcome import ExportOutcome
 from harness.execute import attempt, workload
 from harness.execute.config import RunConfig
@@ -25,6 +26,8 @@ from harness.execute.recording import finish
 from harness.execute.services import DATASET_DIR_ENV, RunServices, RunState, open_run
 from harness.execute.stages import Pipeline, pipeline
 from harness.execute.state import Attempt, AttemptState
+from harness.measure.canary import Canary
+from harness.measure.parity import References
 from harness.measure.timing import loop_timer, slowdown_factors
 from harness.yolo.models import Materialized
 
@@ -90,15 +93,15 @@ class CellRunner:
         return self.services.config
 
     @property
-    def writer(self):
+    def writer(self) -> RecordWriter:
         return self.services.writer
 
     @property
-    def canary(self):
+    def canary(self) -> Canary | None:
         return self.services.canary
 
     @property
-    def references(self):
+    def references(self) -> References:
         return self.services.references
 
     @property
@@ -116,7 +119,7 @@ class CellRunner:
         return self.run.prepared
 
     @property
-    def timed_workloads(self) -> dict:
+    def timed_workloads(self) -> dict[str, tuple[list[AttemptState], list[AttemptState]]]:
         return self.run.timed_workloads
 
     @property

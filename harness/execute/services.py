@@ -23,6 +23,7 @@ from harness.core.threads import set_budget
 from harness.execute.config import RunConfig
 from harness.execute.export_cache import CacheFullError, ExportCache
 from harness.execute.memory_cache import MemoryCache
+from harness.execute.state import AttemptState
 from harness.measure.canary import Canary
 from harness.measure.parity import References
 from harness.measure.timing import slowdown_factors
@@ -125,9 +126,9 @@ class RunState:
     """What the run learns as it goes: the bookkeeping between its phases."""
 
     #: attempts the export phase took up to their load (harness.execute.workload.prepare_all): cell id -> attempt
-    prepared: dict[str, Any] = field(default_factory=dict)
+    prepared: dict[str, AttemptState] = field(default_factory=dict)
     #: workloads the timing phase loaded and timed: label -> (their attempts, the ready ones)
-    timed_workloads: dict[str, tuple[list, list]] = field(default_factory=dict)
+    timed_workloads: dict[str, tuple[list[AttemptState], list[AttemptState]]] = field(default_factory=dict)
     #: the timing phase's screen for the scenarios (harness.execute.screen): cell id -> None (kept) or why not
     scenario_screen: dict[str, str | None] | None = None
     #: why the run must stop after the records in hand are written (an export met a full disk)
