@@ -392,7 +392,7 @@ def run_cells(
     accuracy: bool = True,
 ) -> list[Row]:
     from harness import backends
-    from harness.execute.attempt import CellRunner, RunConfig
+    from harness.execute.runner import CellRunner, RunConfig
 
     runner = CellRunner(
         RunConfig(
@@ -465,7 +465,7 @@ def executorch_cuda_exports(runner, cell) -> list[Row]:
 def executorch_only(args) -> int:
     """The ExecuTorch CUDA exports alone (benchmarks/gpu_once.sh's last step): rows in gpu_check.json.
     Exit status: 0 every export ran (exported or failed: either is the finding); 3 one was skipped here."""
-    from harness.execute.attempt import CellRunner, RunConfig
+    from harness.execute.runner import CellRunner, RunConfig
 
     missing = missing_model_stack()
     if missing:

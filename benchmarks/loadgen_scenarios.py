@@ -31,7 +31,7 @@ def main() -> None:
     from harness import backends
     from harness.core.axes import Shape
     from harness.core.cell import Cell
-    from harness.execute.attempt import CellRunner, RunConfig
+    from harness.execute.runner import CellRunner, RunConfig
     from harness.measure.pipeline import E2ETiming, for_runner
     from harness.scenarios import ScenarioConfig, run_all
     from harness.scenarios.settings import durations

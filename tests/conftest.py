@@ -41,7 +41,7 @@ def _shared_eval_dataset(tmp_path_factory):
     """One generated evaluation dataset (val and calib splits) for every run of the session, subprocesses too."""
     import os
 
-    from harness.execute.attempt import DATASET_DIR_ENV
+    from harness.execute.runner import DATASET_DIR_ENV
 
     old = os.environ.get(DATASET_DIR_ENV)
     os.environ[DATASET_DIR_ENV] = str(tmp_path_factory.mktemp("eval-dataset"))

@@ -9,7 +9,7 @@ from harness.accuracy import per_cell
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.null_reasons import unexplained_nulls
-from harness.execute.attempt import CellRunner, RunConfig
+from harness.execute.runner import CellRunner, RunConfig
 from harness.measure.corrupt import CORRUPT_ENV
 
 SHAPE = Shape(320, 320)

@@ -20,7 +20,6 @@ import pytest
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.record import FAILED_STATUSES
-from harness.execute.attempt import CellRunner, RunConfig
 from harness.execute.export_cache import (
     LOCKS,
     META,
@@ -31,6 +30,7 @@ from harness.execute.export_cache import (
     export_limits,
 )
 from harness.execute.isolate import ExportOutcome
+from harness.execute.runner import CellRunner, RunConfig
 from tests.conftest import REPO
 
 CELL = Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(160, 160))
@@ -208,7 +208,7 @@ import json, sys, time
 from pathlib import Path
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.execute.attempt import CellRunner, RunConfig
+from harness.execute.runner import CellRunner, RunConfig
 
 results, cache, run_id, go = sys.argv[1:5]
 messages = []

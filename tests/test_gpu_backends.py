@@ -15,7 +15,7 @@ import pytest
 from harness import backends
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.execute.attempt import CellRunner, RunConfig
+from harness.execute.runner import CellRunner, RunConfig
 
 S320 = Shape(320, 320)
 

@@ -120,7 +120,7 @@ def test_server_never_reports_a_rate_loadgen_rejects_when_the_runner_is_slowed(t
     the single-stream p90: a sparse Poisson load on this shared machine costs 3x the back-to-back p90 already);
     the same runner slowed x20 by YOLO26_BENCH_SLOWDOWN (its median query alone then over the bound): LoadGen
     rejects that rate, and the slowed search reports no rate, with LoadGen's reason, never the plain one."""
-    from harness.execute.attempt import slowdown_factors
+    from harness.execute.runner import slowdown_factors
     from harness.scenarios import ScenarioConfig, streams_for
 
     runner, cell = ort160
@@ -251,7 +251,7 @@ def ort160(tmp_path_factory, cache_dir):
     from harness import backends
     from harness.core.axes import Shape
     from harness.core.cell import Cell
-    from harness.execute.attempt import CellRunner, RunConfig
+    from harness.execute.runner import CellRunner, RunConfig
 
     out = tmp_path_factory.mktemp("loadgen-ort")
     svc = CellRunner(

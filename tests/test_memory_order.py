@@ -23,7 +23,7 @@ import json, sys
 from pathlib import Path
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.execute.attempt import CellRunner, RunConfig
+from harness.execute.runner import CellRunner, RunConfig
 from harness.execute.memory_cache import MemoryCache
 
 out, cache, order = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3].split(",")

@@ -30,7 +30,7 @@ def _cell(backend: str) -> Cell:
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory, cache_dir):
     """backend -> (runner, artifact, export info, cell): exports from the session's export cache, loaded once."""
-    from harness.execute.attempt import CellRunner, RunConfig
+    from harness.execute.runner import CellRunner, RunConfig
 
     out = tmp_path_factory.mktemp("operators-results")
     cfg = RunConfig(

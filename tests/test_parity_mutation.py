@@ -17,7 +17,7 @@ import pytest
 from harness import backends
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.execute.attempt import CellRunner, RunConfig
+from harness.execute.runner import CellRunner, RunConfig
 from harness.measure.corrupt import CORRUPT_ENV, corrupt
 from harness.measure.parity import compare
 from harness.yolo.inputs import letterboxed

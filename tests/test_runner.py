@@ -11,7 +11,7 @@ from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.null_reasons import unexplained_nulls
 from harness.core.results_dir import read_records
-from harness.execute.attempt import CellRunner, RunConfig, slowdown_factors
+from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
 
 pytestmark = [pytest.mark.slow, pytest.mark.export]
 

@@ -14,7 +14,7 @@ from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.null_reasons import unexplained_nulls
 from harness.core.stats import p50_interval
-from harness.execute.attempt import CellRunner, RunConfig
+from harness.execute.runner import CellRunner, RunConfig
 from harness.measure.pipeline import CHECK_TOLERANCE, NO_COPY_CPU, E2ETiming, Pipeline, for_runner
 from tests.fake_clock import FakeClock
 

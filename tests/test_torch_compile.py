@@ -14,8 +14,8 @@ from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.errors import HarnessError
 from harness.diagnosis.failure import failure_from_exception
-from harness.execute.attempt import CellRunner, RunConfig
 from harness.execute.ladder import climb, next_remedy
+from harness.execute.runner import CellRunner, RunConfig
 
 torch = pytest.importorskip("torch")
 

@@ -1,6 +1,6 @@
 """The accuracy pass of one cell: when it means something, the runner as an `infer`, the reference, the tier.
 
-A cell's mAP is scored on the val split the run uses (harness.execute.attempt.CellRunner.accuracy_split) through
+A cell's mAP is scored on the val split the run uses (`images_for` of them, passed in by the caller) through
 its own runner and post-processing, and set beside the PyTorch fp32 reference's mAP on the same images at the same
 shape (harness.accuracy.evaluate). The torch-eager fp32 cell of a workload is that reference; other cells of the
 same weights, head and shape reuse it, and it is computed once where no such cell ran.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import traceback as tb_mod
 
-from harness.execute.isolate import ExportOutcome
+from harness.diagnosis.outcome import ExportOutcome
 
 log = logging.getLogger(__name__)
 

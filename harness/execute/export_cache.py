@@ -23,7 +23,7 @@ Why an entry can be trusted:
   (--export-memory-gb) and replayed only to a run with the same limits.
 - A fresh export of identical content that failed to load or run is noted in meta.json (`fresh_failure`), so a
   later load failure of that cached artifact is known to be genuine rather than corruption (see
-  harness.execute.stages.retry_fresh_export).
+  harness.execute.exporting.retry_fresh_export).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from filelock import FileLock, Timeout
 
 from harness.backends.base import library_version
 from harness.core.results_dir import RecordWriteError
-from harness.execute.isolate import ExportOutcome
+from harness.diagnosis.outcome import ExportOutcome
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.backends.base import ExportRequest
 from harness.diagnosis.kernel_oom import sigkill_detail
+from harness.diagnosis.outcome import ExportOutcome
 from harness.execute.lifetime import PARENT_ENV
 from harness.execute.worker import REPORT_FD_ENV, os_error_line
 
@@ -33,31 +33,6 @@ def kill_live_workers() -> None:
     for pgid in list(_LIVE):
         with contextlib.suppress(OSError):
             os.killpg(pgid, signal.SIGKILL)
-
-
-@dataclass(frozen=True)
-class ExportOutcome:
-    """How an isolated step ended. status: ok, export_failed (or run_failed for probes), timeout or crashed."""
-
-    status: str
-    export_s: float | None
-    artifact: str | None = None
-    info: dict = field(default_factory=dict)
-    message: str | None = None
-    exception_type: str | None = None
-    traceback: str | None = None
-    signal: str | None = None
-    wall_s: float | None = None  # None: the outcome came from the export cache
-    log: str | None = None
-    exported_by_run: str | None = None  # the run that made the export (kept in the cache's meta.json)
-    exported_at: str | None = None
-    # Where the export cache keeps it (harness.execute.export_cache); not stored in meta.json's outcome:
-    cache_entry: str | None = None  # the entry directory, when the export is cached
-    content_sha256: str | None = None  # digest of the entry's file hashes (names the content that was loaded)
-    cache_note: str | None = (
-        None  # why an entry was not used and the export made again (corrupt, other limits)
-    )
-    fresh_failure: dict | None = None  # a fresh export of this content failed to load or run: {stage, reason}
 
 
 def _read_report(fd: int) -> str | None:

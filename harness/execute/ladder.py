@@ -14,7 +14,7 @@ from collections.abc import Callable
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.execute.remedies import Remedy, combined_change, matching, padded
-from harness.execute.stages import Attempt
+from harness.execute.state import Attempt
 
 log = logging.getLogger(__name__)
 

@@ -12,16 +12,14 @@ from __future__ import annotations
 import logging
 import random
 import zlib
-from typing import TYPE_CHECKING
 
 from harness.core.record import PERCENTILE_MIN_ROUNDS, Latency, set_null
 from harness.diagnosis.failure import first_line
+from harness.execute.config import RunConfig
+from harness.execute.services import Progress
+from harness.execute.state import AttemptState
 from harness.measure.interleave import Contestant, RoundsPolicy, run_interleaved
 from harness.measure.pipeline import STAGE_NAMES, E2ETiming, for_runner
-
-if TYPE_CHECKING:
-    from harness.execute.attempt import CellRunner
-    from harness.execute.stages import AttemptState
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +41,17 @@ def single_stream_rule(pairs: int) -> str:
 MIN_E2E_PAIRS = 10
 
 
-def e2e_min_pairs(svc: CellRunner, pair_ms: float) -> int:
+def e2e_min_pairs(config: RunConfig, pair_ms: float) -> int:
     """Pairs each runner times at least: the rounds p90 needs where they fit in `e2e_p90_budget_s` per runner (the
     slowest runner's pair decides), else MIN_E2E_PAIRS (p90 then null, with the reason)."""
     want = PERCENTILE_MIN_ROUNDS["p90"]
-    return want if want * pair_ms / 1000.0 <= svc.config.e2e_p90_budget_s else MIN_E2E_PAIRS
+    return want if want * pair_ms / 1000.0 <= config.e2e_p90_budget_s else MIN_E2E_PAIRS
 
 
-def e2e_policy(svc: CellRunner, min_pairs: int | None = None) -> RoundsPolicy:
+def e2e_policy(config: RunConfig, min_pairs: int | None = None) -> RoundsPolicy:
     """End-to-end rounds: pairs (one whole call, one staged), at least `min_pairs` (default: the rounds p90
     needs)."""
-    cfg = svc.config
+    cfg = config
     return RoundsPolicy(
         min_rounds=min_pairs or PERCENTILE_MIN_ROUNDS["p90"],
         ci_target=cfg.ci_target,
@@ -73,10 +71,10 @@ def _contestant(s: AttemptState) -> Contestant:
     return Contestant(s.attempt.cell_id, timing.pair, estimate, resume=timing.resume)
 
 
-def time_e2e_together(svc: CellRunner, states: list[AttemptState], label: str) -> None:
+def time_e2e_together(states: list[AttemptState], label: str, config: RunConfig, progress: Progress) -> None:
     """End-to-end pairs of the workload's loaded runners, interleaved; each state gets its E2ETiming (or the
     reason in `e2e_error`)."""
-    if not svc.config.e2e:
+    if not config.e2e:
         return
     contestants = []
     for s in states:
@@ -88,26 +86,26 @@ def time_e2e_together(svc: CellRunner, states: list[AttemptState], label: str) -
     if not contestants:
         return
     rng = random.Random(zlib.crc32(f"e2e {label}".encode()))
-    pairs = e2e_min_pairs(svc, max(c.estimate_ms for c in contestants))
+    pairs = e2e_min_pairs(config, max(c.estimate_ms for c in contestants))
     for s in states:
         s.e2e_min_pairs = pairs
-    timed = run_interleaved(contestants, e2e_policy(svc, pairs), rng=rng)
+    timed = run_interleaved(contestants, e2e_policy(config, pairs), rng=rng)
     for s in states:
         t = timed.timings.get(s.attempt.cell_id)
         if t is not None and t.error is not None:
             s.e2e, s.e2e_error = None, f"end-to-end call failed: {type(t.error).__name__}: {t.error}"
-    svc.progress(f"{label}: end-to-end, {timed.trials} trials in {timed.elapsed_s:.1f}s ({timed.stop})")
+    progress(f"{label}: end-to-end, {timed.trials} trials in {timed.elapsed_s:.1f}s ({timed.stop})")
 
 
-def end_to_end(svc: CellRunner, s: AttemptState) -> bool:
+def end_to_end(s: AttemptState, config: RunConfig, progress: Progress) -> bool:
     """The record's end-to-end fields: `latency_e2e_ms`, `stages_ms`, `e2e`, and the single-stream scenario."""
     rec = s.rec
-    if not svc.config.e2e:
+    if not config.e2e:
         for f in E2E_FIELDS:
             set_null(rec, f, "end-to-end timing switched off (--no-e2e)")
         return True
     if s.e2e is None and s.e2e_error is None:  # timed alone (a remedy attempt)
-        time_e2e_together(svc, [s], s.attempt.cell_id)
+        time_e2e_together([s], s.attempt.cell_id, config, progress)
     if s.e2e is None or not s.e2e.walls:
         why = s.e2e_error or "no end-to-end rounds ran"
         for f in E2E_FIELDS:
@@ -139,12 +137,12 @@ def end_to_end(svc: CellRunner, s: AttemptState) -> bool:
     if lat.p90 is None and s.e2e_min_pairs < PERCENTILE_MIN_ROUNDS["p90"]:
         rec["scenario_result"]["reason"] = (
             f"{lat.rounds} end-to-end calls: the {PERCENTILE_MIN_ROUNDS['p90']} pairs p90 needs would take more "
-            f"than {svc.config.e2e_p90_budget_s:g} s per backend here, so the workload timed the "
+            f"than {config.e2e_p90_budget_s:g} s per backend here, so the workload timed the "
             f"{MIN_E2E_PAIRS} the stage check rests on"
         )
     if not rec["e2e"]["check"]["held"]:
         gap = rec["e2e"]["gap"]
-        svc.progress(
+        progress(
             f"{s.attempt.cell_id}: end-to-end stage sum {gap:+.1%} off the wall time: work escaped the stage clocks"
         )
     return True
@@ -174,14 +172,21 @@ def wants_scenarios(mode: str, cell, screened: dict[str, str | None] | None = No
     )
 
 
-def scenarios(svc: CellRunner, s: AttemptState) -> bool:
+def scenarios(
+    s: AttemptState,
+    config: RunConfig,
+    screened: dict[str, str | None] | None,
+    slowdown: float,
+    progress: Progress,
+) -> bool:
     """Single-stream, multi-stream, offline and server through MLPerf LoadGen, and the camera check, of the loaded
-    runner; LoadGen's logs go under results/<run>/loadgen/<cell-id>/<scenario>/."""
+    runner; LoadGen's logs go under results/<run>/loadgen/<cell-id>/<scenario>/. `screened`: the timing phase's
+    screen (harness.execute.screen), None where the run had none."""
     from harness.scenarios import ScenarioConfig, run_all
     from harness.scenarios.settings import durations
 
-    rec, cfg = s.rec, svc.config
-    why = wants_scenarios(cfg.scenarios, s.cell, svc.scenario_screen)
+    rec, cfg = s.rec, config
+    why = wants_scenarios(cfg.scenarios, s.cell, screened)
     if why is None and rec["status"] not in RAN:
         why = f"cell did not run ({rec['status']})"
     if why is None and s.attempt.remedy:
@@ -195,9 +200,9 @@ def scenarios(svc: CellRunner, s: AttemptState) -> bool:
         threads=cfg.threads,
         seed=cfg.seed,
         durations=durations(cfg.scenario_durations),
-        slowdown=svc.slowdown_factor(s.cell),
+        slowdown=slowdown,
     )
-    svc.progress(
+    progress(
         f"{s.attempt.cell_id}: scenarios through MLPerf LoadGen ({cfg.scenario_durations} durations: single-stream, "
         "multi-stream, offline, server) and the camera check"
     )
@@ -214,7 +219,7 @@ def scenarios(svc: CellRunner, s: AttemptState) -> bool:
     return True
 
 
-def operators(svc: CellRunner, s: AttemptState) -> bool:
+def operators(s: AttemptState) -> bool:
     """The operator view: which operators ran in the delegate and which fell back (outside any timed region)."""
     from harness.diagnosis.operators import OperatorsUnavailable, operator_view
 

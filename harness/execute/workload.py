@@ -17,28 +17,20 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from harness import backends
 from harness.core.cell import Cell
 from harness.core.record import set_null
+from harness.execute.attempt import remedies
 from harness.execute.isolate import kill_live_workers
+from harness.execute.measuring import time_together
+from harness.execute.recording import crashed, finish, start
 from harness.execute.screen import screen
-from harness.execute.stages import (
-    STAGES,
-    Attempt,
-    AttemptState,
-    advance,
-    end,
-    load,
-    time_together,
-    timed_rounds,
-)
+from harness.execute.services import RunServices, RunState
+from harness.execute.stages import Pipeline, end
+from harness.execute.state import Attempt, AttemptState
 from harness.execute.usecase import time_e2e_together
 from harness.measure.interleave import Interleaved, episode_label
-
-if TYPE_CHECKING:
-    from harness.execute.attempt import CellRunner
 
 log = logging.getLogger(__name__)
 
@@ -69,22 +61,24 @@ def group(cells: list[Cell]) -> list[list[Cell]]:
 
 
 # -- the export phase ----------------------------------------------------------------------------------------------
-def prepare_all(svc: CellRunner, cells: list[Cell], workers: int) -> dict[str, AttemptState]:
+def prepare_all(
+    cells: list[Cell], workers: int, services: RunServices, stages: Pipeline
+) -> dict[str, AttemptState]:
     """Plan, export and probe every cell (dynamic ones excepted: their export is a sweep of its own), `workers` at
     once; cell id -> its attempt, stopped before its load."""
     # Longest first (LPT scheduling), so no long export is left running alone at the end of the phase.
     todo = sorted((c for c in cells if not c.shape.dynamic), key=export_cost, reverse=True)
     if todo:
-        svc.progress(f"export phase: {len(todo)} cells, {workers} at once")
+        services.progress(f"export phase: {len(todo)} cells, {workers} at once")
     t0 = time.perf_counter()
 
     def one(cell: Cell) -> AttemptState:
-        s = svc.state(Attempt(cell, cell.id))
+        s = start(Attempt(cell, cell.id), services.config.run_id, services.config.run_dir)
         try:
-            advance(svc, s, until=load)
+            stages.advance(s, until="load")
         except Exception as e:  # a harness bug in one cell must not lose the others
-            svc.crashed(s, e)
-            s.next_stage = len(STAGES)
+            crashed(s, e)
+            stages.over(s)
         s.rec["_prep_s"] = time.perf_counter() - s.rec["_t0"]
         return s
 
@@ -96,7 +90,7 @@ def prepare_all(svc: CellRunner, cells: list[Cell], workers: int) -> dict[str, A
             kill_live_workers()
             raise
     if todo:
-        svc.progress(f"export phase done in {time.perf_counter() - t0:.1f}s")
+        services.progress(f"export phase done in {time.perf_counter() - t0:.1f}s")
     return {s.attempt.cell_id: s for s in states}
 
 
@@ -113,75 +107,81 @@ def export_cost(cell: Cell) -> float:
 
 
 # -- one workload --------------------------------------------------------------------------------------------------
-def run_workload(svc: CellRunner, cells: list[Cell]) -> dict[str, list[dict]]:
+def run_workload(
+    cells: list[Cell], services: RunServices, run: RunState, stages: Pipeline
+) -> dict[str, list[dict]]:
     """Load the workload's cells, time them interleaved, check parity, and write their records (then each failed
     cell's remedy attempts, timed alone). Returns cell id -> records. A workload the timing phase (`time_all`)
     already loaded and timed goes on from there."""
     label = workload_label(cells[0])
-    loaded = svc.timed_workloads.pop(label, None)
+    loaded = run.timed_workloads.pop(label, None)
     if loaded is not None and {s.attempt.cell_id for s in loaded[0]} == {c.id for c in cells}:
         states, ready = loaded
     else:
-        states, ready = _load(svc, cells)
+        states, ready = _load(cells, services, run, stages)
         if ready:
-            _time_together(svc, ready, label)
+            _time_together(ready, label, services)
     if ready:
-        time_e2e_together(svc, ready, label)
+        time_e2e_together(ready, label, services.config, services.progress)
     # the reference backend first: its accuracy pass is the PyTorch fp32 reference the others' reuse
     for s in sorted(states, key=lambda s: s.cell.backend != REFERENCE_BACKEND):
         try:
-            advance(svc, s)
+            stages.advance(s)
         except Exception as e:
-            svc.crashed(s, e)
+            crashed(s, e)
         finally:
             end(s)
     set_paired(states)
     out = {}
     for s in states:
-        rec = svc.finish(s)
-        out[s.attempt.cell_id] = [rec, *svc.remedies(s.cell, rec)]
-    svc.check_stop()  # every cell of the workload recorded, then the run stops on a full disk
+        rec = finish(s, services.writer)
+        out[s.attempt.cell_id] = [rec, *remedies(s.cell, rec, services, run, stages)]
+    run.check_stop()  # every cell of the workload recorded, then the run stops on a full disk
     return out
 
 
-def _load(svc: CellRunner, cells: list[Cell]) -> tuple[list[AttemptState], list[AttemptState]]:
+def _load(
+    cells: list[Cell], services: RunServices, run: RunState, stages: Pipeline
+) -> tuple[list[AttemptState], list[AttemptState]]:
     """The workload's attempts taken up to their timed rounds (loaded, first run, warm-up): (all, the ready ones)."""
-    states = [_resume(svc, c) for c in cells]
+    states = [_resume(c, services, run) for c in cells]
     ready = []
     for s in states:
         try:
-            if advance(svc, s, until=timed_rounds):
+            if stages.advance(s, until="timed_rounds"):
                 _stop_solo(s)
                 ready.append(s)
         except Exception as e:
-            svc.crashed(s, e)
-            s.next_stage = len(STAGES)
+            crashed(s, e)
+            stages.over(s)
     return states, ready
 
 
-def time_all(svc: CellRunner, cells: list[Cell], episodes: int) -> None:
+def time_all(
+    cells: list[Cell], episodes: int, services: RunServices, run: RunState, stages: Pipeline
+) -> None:
     """The timing phase: every workload of `cells` loaded, then timed interleaved in `episodes` episodes spread over
     the phase (each episode times every workload in turn), so a workload's trials sample machine states minutes
     apart rather than one moment's (harness.measure.interleave.run_interleaved). The loaded, timed attempts wait
-    in `svc.timed_workloads` for `run_workload` to go on with them (end to end, parity, scenarios, records)."""
+    in `run.timed_workloads` for `run_workload` to go on with them (end to end, parity, scenarios, records)."""
     loaded = []
     for cells_of in group(cells):
-        states, ready = _load(svc, cells_of)
+        states, ready = _load(cells_of, services, run, stages)
         label = workload_label(cells_of[0])
-        svc.timed_workloads[label] = (states, ready)
+        run.timed_workloads[label] = (states, ready)
         if ready:
             loaded.append((label, ready))
     for k in range(1, episodes + 1):
         for label, ready in loaded:
-            _time_together(svc, ready, label, episode=(k, episodes))
-    svc.scenario_screen = screen(s for _, ready in loaded for s in ready)
+            _time_together(ready, label, services, episode=(k, episodes))
+    run.scenario_screen = screen(s for _, ready in loaded for s in ready)
 
 
-def _resume(svc: CellRunner, cell: Cell) -> AttemptState:
+def _resume(cell: Cell, services: RunServices, run: RunState) -> AttemptState:
     """The cell's attempt: from the export phase when it ran there, else a fresh one."""
-    s = svc.prepared.pop(cell.id, None)
+    s = run.prepared.pop(cell.id, None)
     if s is None:
-        return svc.state(Attempt(cell, cell.id))
+        return start(Attempt(cell, cell.id), services.config.run_id, services.config.run_dir)
     s.rec["_t0"] = time.perf_counter() - s.rec.pop("_prep_s", 0.0)  # duration_s: export phase + this phase
     return s
 
@@ -199,16 +199,17 @@ def _stop_solo(s: AttemptState) -> None:
 
 
 def _time_together(
-    svc: CellRunner, ready: list[AttemptState], label: str, episode: tuple[int, int] = (1, 1)
+    ready: list[AttemptState], label: str, services: RunServices, episode: tuple[int, int] = (1, 1)
 ) -> Interleaved:
-    """The interleaved timed rounds of the workload's loaded runners (harness.execute.stages.time_together); one
+    """The interleaved timed rounds of the workload's loaded runners (harness.execute.measuring.time_together); one
     episode of several goes on with the timing of the earlier ones."""
     names = ", ".join(s.cell.backend for s in ready)
     part = f" ({episode_label(episode)})" if episode[1] > 1 else ""
-    svc.progress(f"{label}: timing {len(ready)} runner(s) interleaved ({names}){part}")
+    services.progress(f"{label}: timing {len(ready)} runner(s) interleaved ({names}){part}")
     reference = min(ready, key=_order).attempt.cell_id if len(ready) > 1 else None
-    timed = time_together(svc, ready, label, reference, episode)
-    svc.progress(f"{label}: {timed.trials} trials in {timed.elapsed_s:.1f}s ({timed.stop})")
+    policy = services.config.rounds_policy()
+    timed = time_together(ready, label, services.canary, policy, reference, episode)
+    services.progress(f"{label}: {timed.trials} trials in {timed.elapsed_s:.1f}s ({timed.stop})")
     return timed
 
 

@@ -28,8 +28,8 @@ from harness.core.results_dir import (
     write_env,
 )
 from harness.core.run_claim import RunClaim
-from harness.execute.attempt import CellRunner, RunConfig, slowdown_factors
 from harness.execute.isolate import kill_live_workers
+from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
 from harness.execute.workload import group, timing_key, workload_label
 from harness.measure.corrupt import corruptions
 from harness.plan.estimate import fmt_duration

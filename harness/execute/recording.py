@@ -1,0 +1,52 @@
+"""An attempt's record: opened when the attempt starts, a harness crash said in it, and written when it finishes.
+
+Every attempt writes exactly one record as soon as it finishes, whatever failed, so a crash in one cell never loses
+the records of the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+
+from harness.core.null_reasons import fill_null_reasons
+from harness.core.record import new_record
+from harness.core.results_dir import RecordWriter
+from harness.diagnosis.failure import failure_from_exception
+from harness.execute.state import Attempt, AttemptState
+
+log = logging.getLogger(__name__)
+
+
+def start(a: Attempt, run_id: str, run_dir: Path) -> AttemptState:
+    """The state of a new attempt, its record opened (and its clock started)."""
+    rec = new_record(run_id, a.cell, weights="unknown")
+    rec.update(cell_id=a.cell_id, remedy=a.remedy, remedy_of=a.remedy_of)
+    rec["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    rec["_t0"] = time.perf_counter()
+    return AttemptState(a, rec, run_dir / "logs" / f"{a.cell_id}.log", run_dir)
+
+
+def crashed(s: AttemptState, e: Exception) -> None:
+    """The harness itself failed in this attempt: the record says so, the traceback goes to its log."""
+    log.exception("cell %s crashed in the harness", s.attempt.cell_id)
+    try:
+        with open(s.log_path, "a") as f:
+            f.write(traceback.format_exc())
+    except OSError:  # a full disk: the record still gets written (or its write stops the run)
+        log.warning("could not write the traceback to %s", s.log_path)
+    s.rec.update(status="crashed", reason=f"harness error: {type(e).__name__}: {e}", log=s.rel(s.log_path))
+    s.rec["failure"] = failure_from_exception(e, "harness", s.rec["log"])
+
+
+def finish(s: AttemptState, writer: RecordWriter) -> dict:
+    """The attempt's record completed (duration, null reasons) and written."""
+    rec = s.rec
+    rec.pop("_prep_s", None)
+    rec["duration_s"] = round(time.perf_counter() - rec.pop("_t0"), 3)
+    fill_null_reasons(rec)
+    writer.write(rec)
+    return rec
