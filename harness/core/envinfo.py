@@ -7,12 +7,12 @@ import os
 import platform
 import socket
 import subprocess
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness import SCHEMA_VERSION, __version__
-from harness.backends.base import library_version
 from harness.core import allocator
+from harness.core.version import SCHEMA_VERSION, __version__, library_version
 
 log = logging.getLogger(__name__)
 
@@ -136,9 +136,12 @@ def collect(
     started_at: str | None = None,
     threads: int | None = None,
     threads_source: str | None = None,
+    gpu_env: Callable[[], dict] | None = None,
 ) -> dict:
     """The machine, libraries and settings of a run. `threads`: the run's budget; `threads_source`: who chose it
     ("--threads", or "physical cores (default)"); both default to this process's budget (harness.core.threads).
+    `gpu_env`: env.json's `gpu_env` when NVML lists a GPU (harness.measure.nvml.gpu_env, given by the caller: the
+    core imports nothing above it); None leaves it out.
     """
     import psutil
 
@@ -166,9 +169,8 @@ def collect(
         "cuda": None,
         "libraries": {name: library_version(name) for name in LIBRARIES},
     }
-    if gpus:  # GPU name, compute capability, driver, CUDA, cuDNN, TensorRT versions, clocks at start
-        from harness.measure.nvml import gpu_env
-
+    # GPU name, compute capability, driver, CUDA, cuDNN, TensorRT versions, clocks at start
+    if gpus and gpu_env is not None:
         env["gpu_env"] = gpu_env()
     try:
         import torch

@@ -254,7 +254,7 @@ class CellRunner:
         in $YOLO26_BENCH_DATASET_DIR or CACHE_DIR/dataset-eval, generated on first use."""
         with self._dataset_lock:
             if self._dataset is None:
-                from harness.accuracy import dataset as ds
+                from harness.yolo import dataset as ds
 
                 if self.config.data:
                     self._dataset = Path(self.config.data).resolve()

@@ -29,13 +29,14 @@ from harness.core.record import Latency, set_null
 from harness.diagnosis.failure import failure_from_exception, failure_from_outcome, first_line, parity_failure
 from harness.execute.isolate import ExportOutcome, run_probe
 from harness.execute.usecase import end_to_end, operators, scenarios
-from harness.measure.base import Tracker, trackers_for
+from harness.measure.base import Tracker
 from harness.measure.canary import around, merge
 from harness.measure.corrupt import CORRUPT_ENV, corrupt, corruptions
 from harness.measure.host_memory import MIB, release_memory
 from harness.measure.interleave import Contestant, Interleaved, episode_label, run_interleaved
 from harness.measure.parity import compare
 from harness.measure.timing import SLOWDOWN_ENV, TimedCall, loop_timer, stretched
+from harness.measure.trackers import trackers_for
 from harness.yolo.inputs import letterboxed
 
 if TYPE_CHECKING:

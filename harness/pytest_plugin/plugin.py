@@ -281,7 +281,11 @@ class BenchSession:
                 runner = CellRunner(self.run_config, progress=self.progress)
                 runner.writer.notify = self.notice  # a torn line moved aside is said even under -q
                 runner.preload([p.cell for p in self.planned if not p.excluded])
-                env = envinfo.collect(self.run_id, threads=self.threads, threads_source=self.threads_source)
+                from harness.measure.nvml import gpu_env
+
+                env = envinfo.collect(
+                    self.run_id, threads=self.threads, threads_source=self.threads_source, gpu_env=gpu_env
+                )
                 # Marked incomplete until the run ends normally: a run killed outright (SIGKILL, power) keeps it.
                 env[INCOMPLETE_KEY] = {
                     "reason": "the run had not ended (still running, or killed)",
