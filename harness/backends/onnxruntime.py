@@ -184,7 +184,7 @@ class OnnxRuntime(Backend):
         if PROVIDER[device] not in have:
             return f"this onnxruntime build has no {PROVIDER[device]} (has {', '.join(have)})"
         if device == "cuda":
-            from harness.core.envinfo import cuda_device_count
+            from harness.backends._shared.nvml_access import cuda_device_count
 
             if cuda_device_count() == 0:
                 return "no NVIDIA GPU visible"

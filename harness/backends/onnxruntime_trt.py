@@ -122,7 +122,7 @@ class OnnxRuntimeTensorRT(Backend):
         have = ort.get_available_providers()
         if TRT_EP not in have:
             return f"this onnxruntime build has no {TRT_EP} (has {', '.join(have)}; install onnxruntime-gpu)"
-        from harness.core.envinfo import cuda_device_count
+        from harness.backends._shared.nvml_access import cuda_device_count
 
         if cuda_device_count() == 0:
             from harness.backends._shared.nvml_access import nvml_reason

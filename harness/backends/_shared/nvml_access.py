@@ -60,3 +60,17 @@ def nvml_error_text(e: BaseException) -> str:
     elif "Driver Not Loaded" in text:
         text += " (the NVIDIA kernel driver is not loaded)"
     return text
+
+
+def cuda_device_count() -> int:
+    """Number of NVIDIA GPUs NVML sees (0 without a driver), without initialising CUDA."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return 0
