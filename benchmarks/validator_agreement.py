@@ -13,9 +13,9 @@ import argparse
 from pathlib import Path
 
 import harness  # noqa: F401  (offline environment before ultralytics is imported)
-from harness.accuracy import dataset as ds
 from harness.accuracy import evaluate as ev
 from harness.accuracy import validator
+from harness.yolo import dataset as ds
 
 STANDIN = Path(__file__).resolve().parent.parent / "weights" / "standin" / "yolo26n-detect.pt"
 

@@ -4,6 +4,10 @@ import os
 
 from harness import offline
 
+# The versions live in the core (which imports nothing above it); re-exported here for users.
+from harness.core.version import SCHEMA_VERSION as SCHEMA_VERSION
+from harness.core.version import __version__ as __version__
+
 # Before anything imports ultralytics or a runtime (they read these at import): no network, no pip, no telemetry.
 offline.apply()
 
@@ -13,6 +17,3 @@ ALLOW_UNSAFE_WEIGHTS_ENV = "YOLO26_BENCH_ALLOW_UNSAFE_WEIGHTS"
 # classes: a .pt file is a pickle, and a full unpickle runs whatever code the file names. harness.yolo.models
 # applies the same policy again per load, for a process that imported ultralytics before this package.
 os.environ["ULTRALYTICS_SAFE_LOAD"] = "0" if os.environ.get(ALLOW_UNSAFE_WEIGHTS_ENV) == "1" else "1"
-
-__version__ = "0.1.0"
-SCHEMA_VERSION = 2

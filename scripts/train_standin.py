@@ -1,7 +1,7 @@
 """Train the stand-in yolo26n detect weights on the generated synthetic dataset, on a CPU, reproducibly.
 
 Pretrained YOLO26 weights cannot be fetched here, and random weights make accuracy meaningless, so the harness
-ships weights trained on its own generated dataset (harness.accuracy.dataset): a yolo26n built from `yolo26n.yaml`,
+ships weights trained on its own generated dataset (harness.yolo.dataset): a yolo26n built from `yolo26n.yaml`,
 trained with ultralytics' own trainer, a fixed seed and deterministic=True, then validated. They measure whether
 a backend keeps a trained network's accuracy, not how well YOLO26 detects real objects.
 
@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import harness  # noqa: E402, F401  (sets the offline environment before ultralytics is imported)
-from harness.accuracy import dataset as ds  # noqa: E402
 from harness.accuracy.validator import torchvision_placeholder  # noqa: E402
+from harness.yolo import dataset as ds  # noqa: E402
 
 log = logging.getLogger("train_standin")
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from harness.accuracy import dataset as ds
+from harness.yolo import dataset as ds
 
 SMALL = {"train": 6, "val": 4, "calib": 3}
 

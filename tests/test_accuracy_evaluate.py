@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.accuracy import dataset as ds
 from harness.accuracy import evaluate as ev
+from harness.yolo import dataset as ds
 
 REPO = Path(__file__).resolve().parent.parent
 STANDIN = REPO / "weights" / "standin" / "yolo26n-detect.pt"
@@ -131,8 +131,8 @@ def test_harness_map_agrees_with_ultralytics_validator(default_split, head):
     """The stand-in weights on the run's val images at 320: the harness's mAP of the reference (its letterbox, its
     decoding, its matching) equals what ultralytics' own `YOLO.val` reports for the same weights and images, within
     0.005, for the end-to-end head and for the raw head through the validator's NMS."""
-    from harness.accuracy import dataset as ds
     from harness.accuracy import validator
+    from harness.yolo import dataset as ds
 
     theirs = validator.validate(STANDIN, default_split.images, ds.CLASSES, 320, head)
     ours = ev.evaluate(ev.torch_reference(STANDIN, head, 320, 320), head, 320, 320, split=default_split)
@@ -146,8 +146,8 @@ def test_harness_map_agrees_with_ultralytics_validator(default_split, head):
 def test_single_label_nms_understates_the_raw_head_against_the_validator(default_split, monkeypatch):
     """The other way: the prediction-time NMS (one label per box) scores the raw head below the validator's
     multi-label NMS by more than the agreement tolerance (0.276 against 0.306 at 320 when this was written)."""
-    from harness.accuracy import dataset as ds
     from harness.accuracy import validator
+    from harness.yolo import dataset as ds
 
     theirs = validator.validate(STANDIN, default_split.images, ds.CLASSES, 320, "raw")
     monkeypatch.setitem(ev.VALIDATOR_NMS, "multi_label", False)

@@ -62,6 +62,7 @@ def test_an_unknown_policy_is_one_line_naming_the_valid_ones():
 
 def test_env_json_records_the_policy(tmp_path):
     from harness.core import envinfo
+    from harness.measure import machine
 
-    env = envinfo.collect("r1")
+    env = envinfo.collect("r1", facts=machine.facts())
     assert set(env["allocator"]) >= {"policy", "applied", "reason"}

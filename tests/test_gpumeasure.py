@@ -8,12 +8,12 @@ import pytest
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.record import new_record
-from harness.measure.base import trackers_for
 from harness.measure.cuda_timing import CudaEventTracker, torch_cuda_reason
 from harness.measure.energy import EnergyNotMeasured, EnergyTracker
 from harness.measure.gpu_memory import GpuMemoryTracker
 from harness.measure.nvml import nvml_reason
 from harness.measure.timing import TimedCall
+from harness.measure.trackers import trackers_for
 
 S320 = Shape(320, 320)
 CUDA_CELL = Cell("n", "detect", "e2e", "torch-eager", "cuda", S320, batch=2)

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from harness import backends
-from harness.accuracy import dataset as ds
 from harness.accuracy import evaluate as ev
 from harness.backends.base import ExportRequest
 from harness.core.axes import Shape
 from harness.core.cell import Cell
+from harness.yolo import dataset as ds
 from harness.yolo.inputs import letterboxed
 from harness.yolo.models import ModelSource, materialize
 

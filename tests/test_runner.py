@@ -173,8 +173,9 @@ def test_slowdown_knob_stretches_only_the_named_backend(tmp_path, cache_dir, mon
 
 def test_env_json_has_machine_and_versions(tmp_path):
     from harness.core import envinfo
+    from harness.measure import machine
 
-    env = envinfo.collect("r1")
+    env = envinfo.collect("r1", facts=machine.facts())
     path = envinfo.write(tmp_path, env)
     d = json.loads(path.read_text())
     assert d["host"]["cpu_cores_logical"] >= 1 and d["host"]["ram_gb"] > 0

@@ -19,6 +19,7 @@ from harness.backends.base import ExportRequest, ExportResult
 from harness.core import envinfo, threads
 from harness.core.axes import Shape
 from harness.core.cell import Cell
+from harness.measure import machine
 from tests.conftest import REPO
 
 SHAPE = Shape(160, 160)
@@ -249,7 +250,7 @@ def test_bad_threads_option_is_one_error_line(value, tmp_path):
 
 
 def test_env_json_threads(restore_budget):
-    env = envinfo.collect("r1", threads=3, threads_source="--threads")
+    env = envinfo.collect("r1", threads=3, threads_source="--threads", facts=machine.facts())
     t = env["threads"]
     assert t["budget"] == 3 and t["source"] == "--threads"
     assert t["physical_cores"] == threads.physical_cores() and t["logical_cpus"] == threads.logical_cpus()

@@ -74,11 +74,11 @@ def load_split(
     data_yaml: Path | str | None = None, split: str = "val", limit: int | None = DEFAULT_IMAGES
 ) -> Split:
     """The first `limit` images (by name) of `split` of a YOLO dataset yaml and their labels; without a yaml, the
-    generated dataset (harness.accuracy.dataset) in its default place, generated if it is not there."""
+    generated dataset (harness.yolo.dataset) in its default place, generated if it is not there."""
     import cv2
     from ultralytics.data.utils import img2label_paths
 
-    from harness.accuracy import dataset as ds
+    from harness.yolo import dataset as ds
 
     data_yaml = Path(data_yaml) if data_yaml is not None else ds.generate()
     images = ds.split_images(data_yaml, split)[:limit]

@@ -190,7 +190,7 @@ class OnnxRuntime(Backend):
         if reason:
             return reason
         if device == "cuda":
-            from harness.core.envinfo import cuda_device_count
+            from harness.backends._shared.nvml_access import cuda_device_count
 
             if cuda_device_count() == 0:
                 return "no NVIDIA GPU visible"

@@ -119,10 +119,10 @@ class OnnxRuntimeTensorRT(Backend):
         reason = provider_missing(TRT_EP, "; install onnxruntime-gpu")
         if reason:
             return reason
-        from harness.core.envinfo import cuda_device_count
+        from harness.backends._shared.nvml_access import cuda_device_count
 
         if cuda_device_count() == 0:
-            from harness.measure.nvml import nvml_reason
+            from harness.backends._shared.nvml_access import nvml_reason
 
             return f"no NVIDIA GPU visible ({nvml_reason() or 'NVML lists none'})"
         mismatch = tensorrt_mismatch(library_version("onnxruntime"), library_version("tensorrt"))

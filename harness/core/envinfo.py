@@ -7,12 +7,12 @@ import os
 import platform
 import socket
 import subprocess
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness import SCHEMA_VERSION, __version__
-from harness.backends.base import library_version
 from harness.core import allocator
+from harness.core.version import SCHEMA_VERSION, __version__, library_version
 
 log = logging.getLogger(__name__)
 
@@ -67,53 +67,6 @@ def git_commit(repo: Path | None = None) -> str | None:
     return None
 
 
-def cuda_device_count() -> int:
-    """Number of NVIDIA GPUs NVML sees (0 without a driver), without initialising CUDA."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return pynvml.nvmlDeviceGetCount()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return 0
-
-
-def gpu_info() -> tuple[list[dict], str | None]:
-    """GPUs through NVML, and the reason when there are none to list."""
-    try:
-        import pynvml
-    except ImportError:
-        return [], "nvidia-ml-py is not installed"
-    try:
-        pynvml.nvmlInit()
-    except Exception as e:
-        return [], f"NVML unavailable: {e}"
-    try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            cc = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-            gpus.append(
-                {
-                    "index": i,
-                    "name": pynvml.nvmlDeviceGetName(h),
-                    "compute_capability": f"{cc[0]}.{cc[1]}",
-                    "driver": driver,
-                    "memory_total_mb": pynvml.nvmlDeviceGetMemoryInfo(h).total / 2**20,
-                    "pci_bus_id": pynvml.nvmlDeviceGetPciInfo(h).busId,
-                    "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-                    "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
-                }
-            )
-        return gpus, None if gpus else "NVML reports no GPU"
-    finally:
-        pynvml.nvmlShutdown()
-
-
 def threads_info(budget: int | None = None, source: str | None = None) -> dict:
     """env.json's `threads`: the run's CPU thread budget, where it came from, and the machine's CPUs."""
     from harness.core import threads
@@ -131,18 +84,34 @@ def threads_info(budget: int | None = None, source: str | None = None) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class MachineFacts:
+    """What env.json reads through libraries the core does not import (psutil, NVML, torch), gathered by the
+    caller (harness.measure.machine.facts) and passed to `collect`."""
+
+    cpu_cores_physical: int | None
+    ram_bytes: int
+    #: the GPUs NVML lists, and the reason when it lists none
+    gpus: list[dict]
+    gpu_reason: str | None
+    #: env.json's `gpu_env` (harness.measure.nvml.gpu_env) when NVML lists a GPU, else None (left out)
+    gpu_env: dict | None = None
+    #: torch's CUDA (version, cudnn, device_count) when torch sees a CUDA device, else None
+    cuda: dict | None = None
+
+
 def collect(
     run_id: str,
     started_at: str | None = None,
     threads: int | None = None,
     threads_source: str | None = None,
+    *,
+    facts: MachineFacts,
 ) -> dict:
     """The machine, libraries and settings of a run. `threads`: the run's budget; `threads_source`: who chose it
     ("--threads", or "physical cores (default)"); both default to this process's budget (harness.core.threads).
+    `facts`: what the libraries above the core report of the machine (harness.measure.machine.facts()).
     """
-    import psutil
-
-    gpus, gpu_reason = gpu_info()
     env = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -155,33 +124,20 @@ def collect(
             "python": platform.python_version(),
             "cpu_model": cpu_model(),
             "cpu_cores_logical": os.cpu_count(),
-            "cpu_cores_physical": psutil.cpu_count(logical=False),
+            "cpu_cores_physical": facts.cpu_cores_physical,
             "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-            "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "ram_gb": round(facts.ram_bytes / 2**30, 1),
         },
         "threads": threads_info(threads, threads_source),
         "allocator": allocator.info(),
-        "gpu": gpus,
-        "gpu_reason": gpu_reason,
-        "cuda": None,
+        "gpu": facts.gpus,
+        "gpu_reason": facts.gpu_reason,
+        "cuda": facts.cuda,
         "libraries": {name: library_version(name) for name in LIBRARIES},
     }
-    if gpus:  # GPU name, compute capability, driver, CUDA, cuDNN, TensorRT versions, clocks at start
-        from harness.measure.nvml import gpu_env
-
-        env["gpu_env"] = gpu_env()
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            env["cuda"] = {
-                **(env["cuda"] or {}),
-                "version": torch.version.cuda,
-                "cudnn": torch.backends.cudnn.version(),
-                "device_count": torch.cuda.device_count(),
-            }
-    except ImportError:
-        pass
+    # GPU name, compute capability, driver, CUDA, cuDNN, TensorRT versions, clocks at start
+    if facts.gpus and facts.gpu_env is not None:
+        env["gpu_env"] = facts.gpu_env
     return env
 
 

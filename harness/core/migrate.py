@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import SCHEMA_VERSION
 from harness.core.record import RECORD_FIELDS, Energy, Memory
+from harness.core.version import SCHEMA_VERSION
 
 V1_NOT_RECORDED = "not recorded: schema v1 record"
 V1_PRECISION_COPIED = "schema v1 record: the precision was copied from the request, not read from the runtime"

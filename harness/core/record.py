@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from harness import SCHEMA_VERSION
+from harness.core.version import SCHEMA_VERSION
 
 STATUSES = (
     "ok",

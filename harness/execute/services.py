@@ -77,7 +77,7 @@ class EvalData:
         CACHE_DIR/dataset-eval, generated on first use."""
         with self._lock:
             if self._dataset is None:
-                from harness.accuracy import dataset as ds
+                from harness.yolo import dataset as ds
 
                 if self._data:
                     self._dataset = Path(self._data).resolve()

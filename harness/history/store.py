@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.core.results_dir import HistoryError, ImportRefused, incomplete_note
+from harness.history.memory import memory_mib
 from harness.history.rundir import RunData, load_run_dir
 
 log = logging.getLogger(__name__)
@@ -73,9 +74,6 @@ CREATE TABLE IF NOT EXISTS merges (
     PRIMARY KEY (merged_run_id, run_id, machine)
 );
 """
-
-# Memory compared between runs, in order of preference (see docs/regression-tracking.md).
-MEMORY_SOURCES = ("device_peak_process_mib", "host_peak_delta_mib", "host_peak_rss_mib")
 
 
 @dataclass(frozen=True)
@@ -209,7 +207,7 @@ def _connect(db_path: Path) -> sqlite3.Connection:
 
 
 def _upgrade_from_1(conn: sqlite3.Connection, db_path: Path) -> None:
-    # Imported lazily: the upgrade uses this module's memory_mib.
+    # Imported lazily: the upgrade runs once per old database.
     from harness.history.upgrade import upgrade_from_1
 
     n = upgrade_from_1(conn)
@@ -236,16 +234,6 @@ def _open_readonly(db_path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
-
-
-def memory_mib(rec: dict) -> tuple[float | None, str | None]:
-    """The memory figure compared between runs (MiB) and which field it came from."""
-    mem = rec.get("memory") or {}
-    for source in MEMORY_SOURCES:
-        value = mem.get(source)
-        if isinstance(value, int | float):
-            return float(value), source
-    return None, None
 
 
 def _cell_row(run: RunData, rec: dict) -> tuple:

@@ -16,7 +16,7 @@ import sqlite3
 from harness import SCHEMA_VERSION
 from harness.core.migrate import migrate_env, migrate_record
 from harness.history.fingerprint import fingerprint_from_env
-from harness.history.store import memory_mib
+from harness.history.memory import memory_mib
 
 log = logging.getLogger(__name__)
 

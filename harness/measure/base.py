@@ -1,19 +1,16 @@
 """The tracker interface: one tracker per measured quantity, each filling its own record section.
 
-A cell's attempt builds its trackers (`trackers_for`), starts them right before the runtime loads, marks the start
-of the timed rounds, resumes and pauses them around each block of its timed rounds (the blocks of a workload's
-runners alternate, harness.measure.interleave), stops them after the last timed round and lets each fill the record, or say why it could not
-(`set_null` with the reason). Adding a measurement is one tracker module, registered in `TRACKERS`, plus its record
-field in `harness.core.record`.
+A cell's attempt builds its trackers (harness.measure.trackers.trackers_for), starts them right before the runtime
+loads, marks the start of the timed rounds, resumes and pauses them around each block of its timed rounds (the
+blocks of a workload's runners alternate, harness.measure.interleave), stops them after the last timed round and
+lets each fill the record, or say why it could not (`set_null` with the reason). Adding a measurement is one
+tracker module, registered in harness.measure.trackers, plus its record field in `harness.core.record`.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import ClassVar
-
-log = logging.getLogger(__name__)
 
 
 class Tracker:
@@ -62,21 +59,3 @@ def register_tracker(name: str) -> Callable[[TrackerFactory], TrackerFactory]:
         return factory
 
     return deco
-
-
-def trackers_for(cell, skip: tuple[str, ...] = ()) -> list[Tracker]:
-    """The trackers that apply to `cell`, in registration order (host memory first), except those in `skip`."""
-    import harness.measure.trackers  # noqa: F401  (registers the built-in trackers)
-
-    out = []
-    for name, factory in TRACKERS.items():
-        if name in skip:
-            continue
-        try:
-            t = factory(cell)
-        except Exception:  # a tracker that cannot start must not stop the cell
-            log.exception("tracker %s could not be created for %s", name, cell.id)
-            continue
-        if t is not None:
-            out.append(t)
-    return out

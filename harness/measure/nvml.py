@@ -14,64 +14,17 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+# NVML itself lives below the backends (their availability probes ask it too); re-exported for this module's users.
+from harness.backends._shared.nvml_access import NvmlUnavailable as NvmlUnavailable
+from harness.backends._shared.nvml_access import nvml_error_text, nvml_module
+from harness.backends._shared.nvml_access import nvml_reason as nvml_reason
 from harness.measure.host_memory import PeakProbe
 
 log = logging.getLogger(__name__)
-
-_INIT_LOCK = threading.Lock()
-_INITIALISED: dict[int, Any] = {}  # id(module) -> module, for modules whose nvmlInit() succeeded
-
-
-class NvmlUnavailable(RuntimeError):
-    """NVML cannot answer here; the message is the reason (for a record's null reason or a skip)."""
-
-
-def nvml_module(nvml: Any = None) -> Any:
-    """The NVML module, initialised. `nvml` (a module or a fake namespace) is used as given when passed.
-
-    Raises NvmlUnavailable with the reason when nvidia-ml-py is missing or the NVIDIA driver cannot be loaded.
-    """
-    if nvml is None:
-        try:
-            import pynvml as nvml
-        except ImportError as e:
-            raise NvmlUnavailable(f"nvidia-ml-py is not installed ({e})") from None
-    with _INIT_LOCK:
-        if id(nvml) in _INITIALISED:
-            return nvml
-        try:
-            nvml.nvmlInit()
-        except Exception as e:  # NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, ...
-            raise NvmlUnavailable(f"NVML unavailable: {_nvml_error_text(e)}") from None
-        _INITIALISED[id(nvml)] = nvml
-    return nvml
-
-
-def nvml_reason(nvml: Any = None) -> str | None:
-    """None when NVML answers and sees at least one GPU, else the reason it cannot be used."""
-    try:
-        m = nvml_module(nvml)
-        if m.nvmlDeviceGetCount() == 0:
-            return "NVML reports no GPU"
-    except NvmlUnavailable as e:
-        return str(e)
-    except Exception as e:
-        return f"NVML unavailable: {_nvml_error_text(e)}"
-    return None
-
-
-def _nvml_error_text(e: BaseException) -> str:
-    text = str(e) or type(e).__name__
-    if "Library Not Found" in text:
-        text += " (libnvidia-ml.so is missing: no NVIDIA driver on this machine)"
-    elif "Driver Not Loaded" in text:
-        text += " (the NVIDIA kernel driver is not loaded)"
-    return text
 
 
 def _text(v: Any) -> str:
@@ -173,7 +126,7 @@ def current_device_handle_or_reason(nvml: Any = None) -> tuple[Any, str | None]:
     except NvmlUnavailable as e:
         return None, str(e)
     except Exception as e:  # an NVML call failing mid-enumeration must not stop the cell
-        return None, f"NVML device lookup failed: {type(e).__name__}: {_nvml_error_text(e)}"
+        return None, f"NVML device lookup failed: {type(e).__name__}: {nvml_error_text(e)}"
 
 
 def nvml_for_tracker(nvml: Any = None, handle: Any = None) -> tuple[Any, Any, str | None]:
@@ -245,7 +198,7 @@ def idle_power_w(handle: Any, nvml: Any = None, seconds: float = 2.0, hz: float 
         try:
             readings.append(float(m.nvmlDeviceGetPowerUsage(handle)) / 1000.0)  # mW
         except Exception as e:
-            raise NvmlUnavailable(f"power reading not available on this GPU: {_nvml_error_text(e)}") from None
+            raise NvmlUnavailable(f"power reading not available on this GPU: {nvml_error_text(e)}") from None
         if time.perf_counter() >= t_end:
             break
         time.sleep(1.0 / hz)
@@ -275,7 +228,7 @@ class EnergyMeter:
         try:
             return int(m.nvmlDeviceGetTotalEnergyConsumption(self.handle))
         except Exception as e:  # NVMLError_NotSupported on pre-Volta GPUs
-            raise NvmlUnavailable(f"energy counter not readable on this GPU: {_nvml_error_text(e)}") from None
+            raise NvmlUnavailable(f"energy counter not readable on this GPU: {nvml_error_text(e)}") from None
 
     def start(self) -> EnergyMeter:
         self.start_mj = self._read()
@@ -329,7 +282,7 @@ def gpu_snapshot(handle: Any, nvml: Any = None) -> dict:
             out[key] = v * scale if scale is not None else v
         except Exception as e:
             out[key] = None
-            reasons[key] = _nvml_error_text(e)
+            reasons[key] = nvml_error_text(e)
 
     read("sm_clock_mhz", m.nvmlDeviceGetClockInfo, m.NVML_CLOCK_SM)
     read("mem_clock_mhz", m.nvmlDeviceGetClockInfo, m.NVML_CLOCK_MEM)
@@ -364,7 +317,7 @@ def gpu_env(nvml: Any = None, torch_index: int | None = 0) -> dict:
 
     `torch_index` selects the torch device whose NVML handle is described (None: NVML device 0, without torch).
     """
-    from harness.backends.base import library_version
+    from harness.core.version import library_version
 
     env: dict = {
         "available": False,
@@ -413,5 +366,5 @@ def gpu_env(nvml: Any = None, torch_index: int | None = 0) -> dict:
     except NvmlUnavailable as e:
         env["reason"] = str(e)
     except Exception as e:  # env.json must be written whatever NVML does
-        env["reason"] = f"NVML query failed: {type(e).__name__}: {_nvml_error_text(e)}"
+        env["reason"] = f"NVML query failed: {type(e).__name__}: {nvml_error_text(e)}"
     return env

@@ -11,20 +11,31 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from harness import backends
 from harness.core.cell import Cell
 from harness.core.results_dir import write_text_atomic
+from harness.execute.config import RunConfig
 from harness.execute.screen import SCREEN_KEEP
 from harness.execute.usecase import wants_scenarios
 from harness.execute.workload import workload_label
 from harness.plan import estimate as est
 
-if TYPE_CHECKING:
-    from harness.pytest_plugin.plugin import BenchSession
-
 log = logging.getLogger(__name__)
+
+
+class BenchSession(Protocol):
+    """What the estimate reads of the plugin's session (harness.pytest_plugin.plugin.BenchSession, which calls
+    this module: described here rather than imported, so that the two do not import each other)."""
+
+    run_config: RunConfig
+    results_dir: Path
+    cache_dir: Path
+    run_id: str
+
+    def progress(self, msg: str) -> None: ...
 
 
 class RunClock:

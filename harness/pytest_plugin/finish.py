@@ -7,10 +7,18 @@ summary, never a lost run.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from harness.pytest_plugin.plugin import BenchSession
+
+class BenchSession(Protocol):
+    """What the end of a session reads of the plugin's session (harness.pytest_plugin.plugin.BenchSession, which
+    calls this module: described here rather than imported, so that the two do not import each other)."""
+
+    config: Any  # pytest.Config
+    results_dir: Path
+    reports_dir: Path
+    run_id: str
+    run_config: Any  # harness.execute.config.RunConfig: its run_dir
 
 
 def _history_db(session: BenchSession) -> Path:

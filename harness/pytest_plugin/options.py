@@ -196,7 +196,7 @@ def dataset_problem(path: Path) -> str | None:
     """What is wrong with a dataset YAML for accuracy and calibration, or None."""
     import yaml
 
-    from harness.accuracy.dataset import split_images
+    from harness.yolo.dataset import split_images
 
     if not path.is_file():
         return "no such file"

@@ -281,7 +281,14 @@ class BenchSession:
                 runner = CellRunner(self.run_config, progress=self.progress)
                 runner.writer.notify = self.notice  # a torn line moved aside is said even under -q
                 runner.preload([p.cell for p in self.planned if not p.excluded])
-                env = envinfo.collect(self.run_id, threads=self.threads, threads_source=self.threads_source)
+                from harness.measure import machine
+
+                env = envinfo.collect(
+                    self.run_id,
+                    threads=self.threads,
+                    threads_source=self.threads_source,
+                    facts=machine.facts(),
+                )
                 # Marked incomplete until the run ends normally: a run killed outright (SIGKILL, power) keeps it.
                 env[INCOMPLETE_KEY] = {
                     "reason": "the run had not ended (still running, or killed)",

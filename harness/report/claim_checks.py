@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 from harness.core.results_dir import dig
 from harness.report import hardware, paired
@@ -19,9 +19,6 @@ from harness.report.fmt import fmt_num
 from harness.report.index import RunIndex, workload_key
 from harness.report.load import is_failed, number
 from harness.report.matrix import machine_label, row_label, short
-
-if TYPE_CHECKING:
-    from harness.report.claims import Claim
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +28,22 @@ VERDICTS = (CONFIRMED, PARTLY, REFUTED, UNMEASURABLE, NOT_COMPARABLE, UNTESTABLE
 # Failures that say nothing about the claim: the run lacked a device or a package.
 DEFAULT_INCONCLUSIVE = ("device_missing", "dependency_missing")
 MAX_EVIDENCE = 4
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of claims.yaml: the claim, where it comes from, and how to check it."""
+
+    id: str
+    seed: str
+    claim: str
+    check: str | None
+    select: dict[str, Any]
+    params: dict[str, Any]
+    unmeasurable: str
+    needs: dict[str, Any] | None = None
+    untestable: str = ""
+
 
 Cand = tuple[RunIndex, dict]
 

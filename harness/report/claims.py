@@ -40,6 +40,7 @@ from harness.report.claim_checks import (
     UNTESTABLE,
     VERDICTS,
     Cand,
+    Claim,
     Outcome,
     Point,
     absent,
@@ -72,21 +73,6 @@ CLAIM_KEYS = {"id", "seed", "claim", "check", "select", "unmeasurable", "needs",
 NEEDS_KEYS = {"tasks", "sizes", "fallback", "hardware", "cpu_vendor"}
 # Coverage axes in the order their keys are built: name -> (all values, the record's or run's value).
 AXES = {"tasks": TASKS, "sizes": SIZES}
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One row of claims.yaml: the claim, where it comes from, and how to check it."""
-
-    id: str
-    seed: str
-    claim: str
-    check: str | None
-    select: dict[str, Any]
-    params: dict[str, Any]
-    unmeasurable: str
-    needs: dict[str, Any] | None = None
-    untestable: str = ""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from harness.report.candidates import fmt, interval_text
 from harness.report.load import number
 
 if TYPE_CHECKING:
-    from harness.report.shipping import Decision, Scored
+    from harness.report.shipping_types import Decision, Scored
 
 log = logging.getLogger(__name__)
 

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from harness.core.stats import Interval
 from harness.report import paired
 from harness.report.candidates import (
     SCREEN,
-    Candidate,
     Figure,
     camera_figure,
     candidates,
@@ -32,41 +30,13 @@ from harness.report.candidates import (
 )
 from harness.report.index import RunIndex, workload_key
 from harness.report.matrix import machine_label
+from harness.report.nearest import nearest_miss
 from harness.report.picks import Constraints, Pick, Recommendation, Rejection, rejected_text, rejection
+from harness.report.shipping_types import Decision as Decision
+from harness.report.shipping_types import Miss, ShipCase
+from harness.report.shipping_types import Scored as Scored
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Scored:
-    """A candidate with its figure for the use case."""
-
-    cand: Candidate
-    fig: Figure
-
-
-@dataclass(frozen=True)
-class Miss:
-    """A candidate that failed a constraint: which, why in words, and by how much (relative, for the nearest miss;
-    a constraint the user set to exclude, like --min-shape, counts as far)."""
-
-    scored: Scored
-    rejection: Rejection
-    shortfall: float
-
-
-@dataclass(frozen=True)
-class ShipCase:
-    key: str
-    title: Callable[[Constraints], str]
-    objective: str
-    constraint: Callable[[Constraints], str]
-    figure: Callable[[dict, Constraints, dict], Figure | None]  # (record, constraints, per-machine context)
-    own: Callable[[Figure, Constraints], tuple[str, float] | None]  # the own constraint's failure, shortfall
-    higher_is_better: bool
-    batch1: bool
-    scenario: str
-    strict_overlap: bool = False  # rate steps: intervals that touch at one end are apart
 
 
 def frame_ms(cons: Constraints) -> float:
@@ -138,38 +108,6 @@ CASES = (
 )
 
 
-@dataclass
-class Decision:
-    """One use case on one machine: the pick, those tied with it, the rest ranked, every rejection, and the
-    nearest miss when nothing qualifies."""
-
-    case: ShipCase
-    cons: Constraints
-    idx: RunIndex
-    machine: str
-    pick: Scored | None = None
-    tied: list[Scored] = field(default_factory=list)  # tied with the pick (the pick not included)
-    tie_reason: str = ""
-    others: list[Scored] = field(default_factory=list)
-    misses: list[Miss] = field(default_factory=list)
-    nearest: dict | None = None
-    reason: str = ""
-    screened: list[Scored] = field(default_factory=list)  # candidates whose figure is a screen
-    unscored: int = 0  # candidates with no figure at all
-
-    @property
-    def key(self) -> str:
-        return self.case.key
-
-    @property
-    def title(self) -> str:
-        return self.case.title(self.cons)
-
-    @property
-    def constraint(self) -> str:
-        return self.case.constraint(self.cons)
-
-
 def _context(idx: RunIndex) -> dict:
     bounds = sorted({b for r in idx.cells if (b := (result_bound(r))) is not None})
     return {
@@ -200,8 +138,6 @@ def _invalid(rec: dict, scenario: str, fig: Figure) -> str | None:
 
 def decide(case: ShipCase, idx: RunIndex, indexes: list[RunIndex], cons: Constraints) -> Decision:
     """The use case on one machine, from every candidate it measured."""
-    from harness.report.nearest import nearest_miss
-
     ctx = _context(idx)
     if cons.server_bound_ms is None and ctx["bound"] is not None:
         cons = replace(cons, server_bound_ms=ctx["bound"])  # the bound the run measured under, said as such

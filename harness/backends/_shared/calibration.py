@@ -1,7 +1,7 @@
 """int8 calibration images: where an export request's come from, and the batches they make.
 
 An int8 export calibrates on a dataset split: the request's `calibration` (a dataset YAML; its `calib` split, or
-`val` when it has none), by default the generated dataset's calib split (harness.accuracy.dataset, generated in
+`val` when it has none), by default the generated dataset's calib split (harness.yolo.dataset, generated in
 its default place if it is not there). Batches are letterboxed exactly as the timed input is
 (harness.yolo.inputs.letterbox_files) at the request's shape and batch size. What was used is written into the
 export info as {"calibration": {"images": N, "dataset": PATH, "split": NAME}}.
@@ -63,7 +63,7 @@ def calibration_set(data_yaml: Path | str | None) -> Calibration:
     """The calibration set of a dataset YAML (its `calib` split, else `val`); None: the generated dataset's."""
     import yaml
 
-    from harness.accuracy import dataset as ds
+    from harness.yolo import dataset as ds
 
     data_yaml = Path(data_yaml) if data_yaml else ds.generate()
     if not data_yaml.is_file():

@@ -1,0 +1,77 @@
+"""The types of a shipping decision (harness.report.shipping): a use case, a scored candidate, a candidate that
+missed a constraint, and one use case's decision on one machine. Apart from shipping.py so that the nearest miss
+(harness.report.nearest), which reads a decision, and shipping.py, which asks for it, do not import each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.report.candidates import Candidate, Figure
+from harness.report.index import RunIndex
+from harness.report.picks import Constraints, Rejection
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A candidate with its figure for the use case."""
+
+    cand: Candidate
+    fig: Figure
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A candidate that failed a constraint: which, why in words, and by how much (relative, for the nearest miss;
+    a constraint the user set to exclude, like --min-shape, counts as far)."""
+
+    scored: Scored
+    rejection: Rejection
+    shortfall: float
+
+
+@dataclass(frozen=True)
+class ShipCase:
+    key: str
+    title: Callable[[Constraints], str]
+    objective: str
+    constraint: Callable[[Constraints], str]
+    figure: Callable[[dict, Constraints, dict], Figure | None]  # (record, constraints, per-machine context)
+    own: Callable[[Figure, Constraints], tuple[str, float] | None]  # the own constraint's failure, shortfall
+    higher_is_better: bool
+    batch1: bool
+    scenario: str
+    strict_overlap: bool = False  # rate steps: intervals that touch at one end are apart
+
+
+@dataclass
+class Decision:
+    """One use case on one machine: the pick, those tied with it, the rest ranked, every rejection, and the
+    nearest miss when nothing qualifies."""
+
+    case: ShipCase
+    cons: Constraints
+    idx: RunIndex
+    machine: str
+    pick: Scored | None = None
+    tied: list[Scored] = field(default_factory=list)  # tied with the pick (the pick not included)
+    tie_reason: str = ""
+    others: list[Scored] = field(default_factory=list)
+    misses: list[Miss] = field(default_factory=list)
+    nearest: dict | None = None
+    reason: str = ""
+    screened: list[Scored] = field(default_factory=list)  # candidates whose figure is a screen
+    unscored: int = 0  # candidates with no figure at all
+
+    @property
+    def key(self) -> str:
+        return self.case.key
+
+    @property
+    def title(self) -> str:
+        return self.case.title(self.cons)
+
+    @property
+    def constraint(self) -> str:
+        return self.case.constraint(self.cons)
