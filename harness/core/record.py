@@ -1,8 +1,11 @@
 """Result records: one JSON object per cell, appended to results/<run_id>/cells.jsonl as each cell finishes.
 
-Records are plain dicts on disk (readable without this package). `STATUSES` and `RECORD_FIELDS` are the contract
-that the report, diagnosis and history stages read. Writing and reading the files is harness.core.results_dir's
-job (RecordWriter, read_records); older schema versions are migrated by harness.core.migrate.
+Records are plain JSON objects on disk (readable without this package). `CellRecord` is their typed form, every
+field named and typed (`RECORD_FIELDS` lists them in the written order), with `STATUSES` the contract that the
+report, diagnosis and history stages read. The cell's stages still fill a dict (`new_record`); the one conversion
+between the two and the JSON line is harness.core.record_codec. Writing and reading the files is
+harness.core.results_dir's job (RecordWriter, read_records, read_cell_records); older schema versions are migrated
+by harness.core.migrate.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from harness.core.version import SCHEMA_VERSION
@@ -27,69 +30,6 @@ STATUSES = (
     "exported",  # export-only targets: the artifact exists, no runtime for it here
 )
 FAILED_STATUSES = ("export_failed", "load_failed", "run_failed", "parity_failed", "timeout", "crashed")
-
-RECORD_FIELDS = (
-    "schema_version",
-    "run_id",
-    "cell_id",
-    "model",
-    "size",
-    "task",
-    "head",
-    "backend",
-    "device",
-    "height",
-    "width",
-    "dynamic",
-    "batch",
-    "precision_requested",
-    "precision_executed",
-    "precision_source",
-    "precision_detail",
-    "threads",
-    "threads_requested",
-    "weights",
-    "status",
-    "reason",
-    "artifact",
-    "artifact_bytes",
-    "cache_hit",
-    "export_s",
-    "export_origin",
-    "compile_s",
-    "load_s",
-    "first_run_ms",
-    "latency_ms",
-    "samples_ms",
-    "timing",
-    "paired",
-    "canary_ms",
-    "device_latency_ms",
-    "device_samples_ms",
-    "throughput_ips",
-    "latency_e2e_ms",
-    "stages_ms",
-    "e2e",
-    "scenario",
-    "scenario_result",
-    "scenarios",
-    "operators",
-    "memory",
-    "energy",
-    "parity",
-    "accuracy",
-    "calibration",
-    "gflops",
-    "gpu_snapshot",
-    "failure",
-    "ops",
-    "remedy",
-    "remedy_of",
-    "log",
-    "null_reasons",
-    "started_at",
-    "duration_s",
-)
 
 
 #: a percentile rests on at least this many timed rounds; below, it is null with the reason (p99 of 5 rounds would
@@ -215,6 +155,111 @@ class Energy:
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass
+class CellRecord:
+    """One cell's record, every top-level field typed, in the order they are written to cells.jsonl.
+
+    harness.core.record_codec is the one place that turns it into the JSON line and back (validating field names
+    and types, migrating older schema versions). Sections whose shape is fixed are dataclasses (Latency, Memory,
+    Energy); sections whose keys vary by backend, scenario or schema version stay dict[str, Any], with their shape
+    described beside them. A figure not measured is None and `null_reasons` says why (dotted path -> reason).
+    """
+
+    schema_version: int
+    run_id: str
+    cell_id: str
+    # the cell's axes (harness.core.cell.Cell.axes)
+    model: str
+    size: str
+    task: str
+    head: str
+    backend: str
+    device: str
+    height: int | None  # None for a dynamic shape
+    width: int | None
+    dynamic: bool
+    batch: int
+    precision_requested: str
+    precision_executed: str | None
+    precision_source: str | None
+    #: what the runtime reports of its precision; its keys vary by backend (OpenVINO: compute, data, by_layer_type,
+    #: ...; ONNX: input, initializers, ...; ExecuTorch: portable, delegated, ...)
+    precision_detail: dict[str, Any] | None
+    threads: int | None
+    threads_requested: int | None
+    weights: str
+    status: str  # one of STATUSES
+    reason: str | None
+    artifact: str | None
+    artifact_bytes: int | None
+    cache_hit: bool | None
+    export_s: float | None
+    export_origin: str | None
+    compile_s: float | None
+    load_s: float | None
+    first_run_ms: float | None
+    latency_ms: Latency | None
+    samples_ms: list[float] | None
+    #: how the rounds were timed: mode, with, trials, block_rounds, block_s, stop, elapsed_s (+ episodes, quiesce)
+    timing: dict[str, Any] | None
+    #: the p50 relative to the reference runner's: reference, reference_backend, ratio, ratio_ci, trials, ...
+    paired: dict[str, Any] | None
+    #: the canary's ms before and after the cell: before, after, mean (+ readings)
+    canary_ms: dict[str, Any] | None
+    device_latency_ms: Latency | None
+    device_samples_ms: list[float] | None
+    throughput_ips: float | None
+    latency_e2e_ms: Latency | None
+    #: per-stage ms of the end-to-end pipeline: preprocess, h2d, model, d2h, postprocess
+    stages_ms: dict[str, Any] | None
+    #: the end-to-end check: image, decode, postprocess, pairs, stage_sum_ms, wall_ms, gap, check
+    e2e: dict[str, Any] | None
+    scenario: str | None
+    #: one scenario's LoadGen result: scenario, metric, value, unit, valid, rule, p50, p90, p99, queries (+ reason)
+    scenario_result: dict[str, Any] | None
+    #: scenario name -> its result (the names and their order vary by run)
+    scenarios: dict[str, Any] | None
+    #: the profiler's operator table: source, ops, fallback_ops, fallback_time_share, total_ops
+    operators: dict[str, Any] | None
+    memory: Memory | None
+    energy: Energy | None
+    #: two shapes: v2 (reference, precision, method, metrics, thresholds, compared, failed, ok) and the older
+    #: (max_abs, rel_l2, tolerance, compared, reference, ok)
+    parity: dict[str, Any] | None
+    #: map50_95, map50, reference_map50_95, ratio, images, dataset (+ postprocess), tier, seconds
+    accuracy: dict[str, Any] | None
+    #: int8 calibration data: images, dataset, split
+    calibration: dict[str, Any] | None
+    gflops: float | None
+    #: NVML clocks, temperature, power, clock-event reasons (keys as the driver reports them)
+    gpu_snapshot: dict[str, Any] | None
+    #: class, stage, message, ops, guards, suggested_fix, exception_type (+ signal), log; fewer in synthetic runs
+    failure: dict[str, Any] | None
+    #: delegated and fallback operators: delegated, fallback, fallback_ops, delegated_subgraphs
+    ops: dict[str, Any] | None
+    remedy: str | None
+    remedy_of: str | None
+    log: str | None
+    null_reasons: dict[str, str]
+    started_at: str | None
+    duration_s: float | None
+    # -- OPTIONAL_FIELDS: only some records carry them (after the others); a None here is not written --
+    #: the parity stage's outputs were corrupted on purpose (harness.measure.corrupt's environment variable)
+    corrupted: list[str] | None = None
+    #: a synthetic record (harness.history.synthetic), never a measurement
+    synthetic: bool | None = None
+    #: a merged run's machine and the run it came from (`python -m harness merge`; harness.core.results_dir's
+    #: MACHINE_FIELD and SOURCE_RUN_FIELD)
+    machine: str | None = None
+    source_run_id: str | None = None
+
+
+#: the fields only some records carry, written only when set
+OPTIONAL_FIELDS = ("corrupted", "synthetic", "machine", "source_run_id")
+#: every record's fields, in the order they are written
+RECORD_FIELDS = tuple(f.name for f in fields(CellRecord) if f.name not in OPTIONAL_FIELDS)
 
 
 def section(rec: dict, name: str, cls):

@@ -26,7 +26,8 @@ from typing import Any
 from filelock import FileLock
 
 from harness.core.migrate import migrate_env, migrate_record
-from harness.core.record import RECORD_FIELDS, STATUSES, check_finite
+from harness.core.record import RECORD_FIELDS, STATUSES, CellRecord, check_finite
+from harness.core.record_codec import dict_to_json_line, record_from_dict
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,8 @@ class RecordWriter:
         check_finite(rec)  # NaN or infinite figures become null with a reason, never a silent NULL
         if rec["status"] not in STATUSES:
             raise ValueError(f"record {rec.get('cell_id')}: unknown status {rec['status']!r}")
-        data = (json.dumps(rec, sort_keys=False, allow_nan=False, default=str) + "\n").encode("utf-8")
+        # through CellRecord (harness.core.record_codec): an unknown field or a wrong type fails here, loudly
+        data = (dict_to_json_line(rec) + "\n").encode("utf-8")
         try:
             with self._lock:
                 self._append(data)
@@ -329,6 +331,17 @@ def read_records(path: str | Path) -> list[dict]:
     if path.is_dir():
         path = path / CELLS_FILE
     out = []
+    for n, rec in _numbered_records(path):
+        try:
+            out.append(migrate_record(rec))
+        except ValueError as e:
+            raise ValueError(f"{path}:{n}: {e}") from None
+    return out
+
+
+def _numbered_records(path: Path) -> list[tuple[int, dict]]:
+    """(line number, JSON object) of each record line of a cells.jsonl, before migration."""
+    out = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
@@ -343,10 +356,25 @@ def read_records(path: str | Path) -> list[dict]:
             if not isinstance(rec, dict):
                 log.warning("%s:%d: not a JSON object; line skipped", path, n)
                 continue
-            try:
-                out.append(migrate_record(rec))
-            except ValueError as e:
-                raise ValueError(f"{path}:{n}: {e}") from None
+            out.append((n, rec))
+    return out
+
+
+def read_cell_records(path: str | Path) -> list[CellRecord]:
+    """The records of cells.jsonl (or a run dir holding one) as typed CellRecords, migrated to the current schema.
+
+    Reads as read_records does (a torn or non-object line is skipped with a warning); raises ValueError naming the
+    file and line for an unknown schema version or a record that does not fit CellRecord (RecordError).
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / CELLS_FILE
+    out = []
+    for n, rec in _numbered_records(path):
+        try:
+            out.append(record_from_dict(rec))
+        except ValueError as e:
+            raise ValueError(f"{path}:{n}: {e}") from None
     return out
 
 
@@ -528,6 +556,7 @@ __all__ = [
     "is_results_dir",
     "load_run",
     "merged_machines",
+    "read_cell_records",
     "read_env",
     "read_env_checked",
     "read_records",
