@@ -11,8 +11,8 @@ from harness.execute.isolate import run_probe
 from harness.execute.memory_cache import MemoryCache
 from harness.execute.services import Progress, RunState
 from harness.execute.state import AttemptState, fail, fail_outcome
-from harness.measure.trackers import trackers_for
 from harness.measure.host_memory import release_memory
+from harness.measure.trackers import trackers_for
 
 
 def probe(s: AttemptState, memory_cache: MemoryCache, config: RunConfig, progress: Progress) -> bool:

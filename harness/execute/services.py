@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.cell import Cell
 from harness.core.results_dir import RecordWriter
@@ -28,6 +28,9 @@ from harness.measure.canary import Canary
 from harness.measure.parity import References
 from harness.measure.timing import slowdown_factors
 from harness.yolo.models import Materialized, ModelSource, materialize
+
+if TYPE_CHECKING:
+    from harness.accuracy.evaluate import Split
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +73,7 @@ class EvalData:
         self._accuracy_images = accuracy_images
         self._dataset: Path | None = None
         self._lock = threading.Lock()
-        self._split = None  # the val images accuracy scores on (harness.accuracy.evaluate.Split), loaded once
+        self._split: Split | None = None  # the val images accuracy scores on, loaded once
 
     def dataset_yaml(self) -> Path:
         """--data, else the generated one (its val and calib splits) in $YOLO26_BENCH_DATASET_DIR or
