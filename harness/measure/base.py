@@ -4,7 +4,8 @@ A cell's attempt builds its trackers (harness.measure.trackers.trackers_for), st
 loads, marks the start of the timed rounds, resumes and pauses them around each block of its timed rounds (the
 blocks of a workload's runners alternate, harness.measure.interleave), stops them after the last timed round and
 lets each fill the record, or say why it could not (`set_null` with the reason). Adding a measurement is one
-tracker module, registered in harness.measure.trackers, plus its record field in `harness.core.record`.
+tracker module that ends with its `register_tracker(name, order=...)` call (harness.measure.trackers finds it), its
+record field in `harness.core.record`, and the report section that shows it.
 """
 
 from __future__ import annotations
@@ -49,13 +50,19 @@ class Tracker:
 # name -> factory(cell) returning a Tracker, or None when the quantity does not apply to the cell
 TrackerFactory = Callable[[object], "Tracker | None"]
 TRACKERS: dict[str, TrackerFactory] = {}
+#: name -> the tracker's place in the start (and fill) order, lowest first
+TRACKER_ORDER: dict[str, int] = {}
 
 
-def register_tracker(name: str) -> Callable[[TrackerFactory], TrackerFactory]:
+def register_tracker(name: str, order: int = 100) -> Callable[[TrackerFactory], TrackerFactory]:
+    """Register a tracker factory under `name`, started (and filled) in `order` among the others. A tracker module
+    of harness/measure/ registers itself at import; harness.measure.trackers finds it by that call."""
+
     def deco(factory: TrackerFactory) -> TrackerFactory:
         if name in TRACKERS:
             raise ValueError(f"tracker {name!r} registered twice")
         TRACKERS[name] = factory
+        TRACKER_ORDER[name] = order
         return factory
 
     return deco

@@ -31,7 +31,7 @@ from typing import Any
 
 from harness.backends._shared.probes import torch_cuda_missing
 from harness.core.record import Latency, set_null
-from harness.measure.base import Tracker
+from harness.measure.base import Tracker, register_tracker
 from harness.measure.timing import TimedCall
 
 log = logging.getLogger(__name__)
@@ -169,3 +169,6 @@ class CudaEventTracker(Tracker):
         scope = "; ".join(sorted(self.scopes))
         rec["device_latency_ms"] = Latency.from_samples(self.device_ms, scope).to_dict()
         rec["device_samples_ms"] = [round(d, 4) for d in self.device_ms]
+
+
+register_tracker("cuda_events", order=40)(CudaEventTracker.for_cell)

@@ -20,7 +20,7 @@ import logging
 from typing import Any
 
 from harness.core.record import Energy, put, set_null
-from harness.measure.base import Tracker
+from harness.measure.base import Tracker, register_tracker
 from harness.measure.nvml import EnergyMeter, NvmlUnavailable, idle_power_w, nvml_for_tracker
 
 log = logging.getLogger(__name__)
@@ -195,3 +195,6 @@ class EnergyTracker(Tracker):
         if self.idle_w is None:
             for key in ("net_per_inference_j", "idle_power_w"):
                 set_null(rec, f"energy.{key}", self.idle_reason or "the idle power was not read")
+
+
+register_tracker("energy", order=30)(EnergyTracker.for_cell)

@@ -30,7 +30,7 @@ import os
 from typing import Any
 
 from harness.core.record import MIB, Memory, put, section, set_null
-from harness.measure.base import Tracker
+from harness.measure.base import Tracker, register_tracker
 from harness.measure.cuda_timing import torch_cuda_reason
 from harness.measure.host_memory import Sampler
 from harness.measure.nvml import (
@@ -179,3 +179,6 @@ class GpuMemoryTracker(Tracker):
                 "gpu_snapshot",
                 self.snapshot_reason or self.reason or "not read: the timed rounds did not finish",
             )
+
+
+register_tracker("gpu_memory", order=20)(GpuMemoryTracker.for_cell)

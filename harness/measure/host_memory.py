@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.measure.base import Tracker
+from harness.measure.base import Tracker, register_tracker
 
 log = logging.getLogger(__name__)
 
@@ -191,3 +191,6 @@ class HostMemoryTracker(Tracker):
         mem.source = f"{how}, over load and runs" + (f"; {mem.source}" if mem.source else "")
         mem.origin = mem.origin or "measured in this attempt"
         put(rec, "memory", mem)
+
+
+register_tracker("host_memory", order=10)(HostMemoryTracker.for_cell)
