@@ -12,6 +12,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from harness.core.version import library_version  # noqa: F401  (re-exported: the backends read versions here)
+
 log = logging.getLogger(__name__)
 
 
@@ -223,20 +225,3 @@ class ExportOnlyBackend(Backend):
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
         raise BackendUnavailable(f"no runtime for {self.name} on this host; export only")
-
-
-def library_version(module: str) -> str | None:
-    """Installed version of a distribution/module, without importing it."""
-    from importlib import metadata
-
-    # TensorRT's wheels: the `tensorrt` metapackage, or the CUDA-specific package alone
-    names = {
-        "onnxruntime": ("onnxruntime", "onnxruntime-gpu"),
-        "tensorrt": ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11"),
-    }
-    for dist in names.get(module, (module,)):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None

@@ -327,13 +327,18 @@ def read_records(path: str | Path) -> list[dict]:
 
     Raises ValueError naming the file and line for a record of a schema version this harness does not know.
     """
+    return _read_converted(path, migrate_record)
+
+
+def _read_converted(path: str | Path, convert: Callable[[dict], Any]) -> list:
+    """Each record line of cells.jsonl (or a run dir holding one) through `convert`; a ValueError names the line."""
     path = Path(path)
     if path.is_dir():
         path = path / CELLS_FILE
     out = []
     for n, rec in _numbered_records(path):
         try:
-            out.append(migrate_record(rec))
+            out.append(convert(rec))
         except ValueError as e:
             raise ValueError(f"{path}:{n}: {e}") from None
     return out
@@ -366,16 +371,7 @@ def read_cell_records(path: str | Path) -> list[CellRecord]:
     Reads as read_records does (a torn or non-object line is skipped with a warning); raises ValueError naming the
     file and line for an unknown schema version or a record that does not fit CellRecord (RecordError).
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / CELLS_FILE
-    out = []
-    for n, rec in _numbered_records(path):
-        try:
-            out.append(record_from_dict(rec))
-        except ValueError as e:
-            raise ValueError(f"{path}:{n}: {e}") from None
-    return out
+    return _read_converted(path, record_from_dict)
 
 
 def read_env(run_dir: str | Path) -> dict | None:
