@@ -28,7 +28,7 @@ def child(seconds: float, onnx: str) -> dict:
     import time
 
     from harness.core import allocator
-    from harness.core.threads import apply_torch, budget, set_budget
+    from harness.threads import apply_torch, budget, set_budget
 
     info = allocator.apply()
     set_budget(budget())

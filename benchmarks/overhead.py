@@ -21,8 +21,8 @@ from pathlib import Path
 
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.core.threads import physical_cores, set_budget
 from harness.execute.runner import CellRunner, RunConfig
+from harness.threads import physical_cores, set_budget
 from harness.yolo.inputs import letterboxed
 
 

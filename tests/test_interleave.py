@@ -8,9 +8,8 @@ import random
 
 import pytest
 
-from harness.core.record import Latency
-from harness.core.stats import median
 from harness.measure.interleave import Contestant, RoundsPolicy, run_interleaved, sequential
+from harness.measure.stats import latency_from_samples, median
 from tests.fake_clock import FakeClock
 
 
@@ -81,7 +80,7 @@ def test_rounds_stop_when_the_p50_interval_is_within_2_percent():
     clock = FakeClock()
     res = run_interleaved([Contestant("a", sleeper(clock, 1.0, jitter=0.005), 1.0)], steady, clock=clock)
     assert res.stop == "every p50 interval within +-2%"
-    lat = Latency.from_samples(res.timings["a"].samples, "model")
+    lat = latency_from_samples(res.timings["a"].samples, "model")
     assert (lat.p50_ci[1] - lat.p50_ci[0]) / 2 <= 0.02 * lat.p50
     assert res.elapsed_s < 5.0
 
@@ -100,8 +99,8 @@ def test_scattering_runner_is_flagged_unstable_and_a_steady_one_is_not():
     rng = random.Random(0)
     scattered = [rng.choice((2.0, 2.5, 3.0, 4.0)) for _ in range(40)]
     steady = [2.0 + rng.uniform(-0.02, 0.02) for _ in range(40)]
-    assert Latency.from_samples(scattered, "model").unstable is True
-    lat = Latency.from_samples(steady, "model")
+    assert latency_from_samples(scattered, "model").unstable is True
+    lat = latency_from_samples(steady, "model")
     assert lat.unstable is False and lat.scatter < 0.02
 
 
@@ -109,7 +108,7 @@ def test_scattering_runner_is_flagged_unstable_and_a_steady_one_is_not():
     ("rounds", "p90", "p99"), [(10, False, False), (19, False, False), (20, True, False), (100, True, True)]
 )
 def test_p90_and_p99_are_null_with_a_reason_below_their_rounds(rounds, p90, p99):
-    lat = Latency.from_samples([float(i + 1) for i in range(rounds)], "model")
+    lat = latency_from_samples([float(i + 1) for i in range(rounds)], "model")
     reasons = lat.null_reasons()
     assert (lat.p90 is not None) is p90 and (lat.p99 is not None) is p99
     if not p90:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.record import Latency
+from harness.measure.stats import latency_from_samples
 from harness.scenarios import camera, loadgen
 from harness.scenarios import server as sv
 from harness.scenarios import settings as st
@@ -53,7 +53,7 @@ def _harness_p90(query, n: int = 150) -> float:
         t0 = time.perf_counter_ns()
         query()
         walls.append((time.perf_counter_ns() - t0) / 1e6)
-    return Latency.from_samples(walls, "end-to-end").p90
+    return latency_from_samples(walls, "end-to-end").p90
 
 
 # -- single-stream: LoadGen and the harness agree ------------------------------------------------------------------

@@ -6,14 +6,15 @@ import pytest
 from harness import SCHEMA_VERSION
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.core.record import Latency, new_record
+from harness.core.record import new_record
 from harness.core.results_dir import RecordWriter, read_records
+from harness.measure.stats import latency_from_samples
 
 
 def test_latency_percentiles_match_numpy():
     rng = np.random.default_rng(0)
     samples = list(rng.lognormal(3, 0.2, 101))
-    lat = Latency.from_samples(samples, "model")
+    lat = latency_from_samples(samples, "model")
     for q, v in ((50, lat.p50), (90, lat.p90), (99, lat.p99)):
         assert v == pytest.approx(np.percentile(samples, q))
     assert lat.min == min(samples) and lat.max == max(samples) and lat.rounds == 101

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.core.record import Latency, new_record
+from harness.core.record import new_record
 from harness.core.results_dir import Run
+from harness.measure.stats import latency_from_samples
 from harness.report.accuracy_known import PUBLISHED, PUBLISHED_MAP_640, accuracy_of
 from harness.report.cli import main
 from harness.report.front import non_dominated
@@ -47,9 +48,9 @@ def cell(
     r = new_record("t", c, "random-init:0")
     r["status"] = "ok"
     r["samples_ms"] = rounds(0.7 * e2e_ms, 30)
-    r["latency_ms"] = Latency.from_samples(r["samples_ms"], "model").to_dict()
+    r["latency_ms"] = latency_from_samples(r["samples_ms"], "model").to_dict()
     r["throughput_ips"] = 1000.0 / r["latency_ms"]["p50"]
-    r["latency_e2e_ms"] = Latency.from_samples(rounds(e2e_ms, n), "end-to-end").to_dict()
+    r["latency_e2e_ms"] = latency_from_samples(rounds(e2e_ms, n), "end-to-end").to_dict()
     r["memory"] = {"host_peak_rss_mib": memory}
     if ratio is not None:
         r["accuracy"] = {"map50_95": ref_map * ratio, "reference_map50_95": ref_map, "ratio": ratio}

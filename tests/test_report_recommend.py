@@ -7,8 +7,9 @@ from pathlib import Path
 
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.core.record import Latency, new_record
+from harness.core.record import new_record
 from harness.core.results_dir import Run
+from harness.measure.stats import latency_from_samples
 from harness.report.index import index_runs
 from harness.report.recommend import USE_CASES, _ranked, clean_state, dynamic_inputs, simplest, split_ties
 
@@ -38,7 +39,7 @@ def rec(
     if status == "ok" and center is not None:
         samples = rounds(center, n, spread)
         r["samples_ms"] = samples
-        r["latency_ms"] = Latency.from_samples(samples, scope).to_dict()
+        r["latency_ms"] = latency_from_samples(samples, scope).to_dict()
         r["throughput_ips"] = batch * 1000.0 / r["latency_ms"]["p50"]
         r["precision_executed"] = "fp32"
     r.update(extra)

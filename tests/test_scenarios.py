@@ -13,9 +13,9 @@ from harness import backends
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.null_reasons import unexplained_nulls
-from harness.core.stats import p50_interval
 from harness.execute.runner import CellRunner, RunConfig
 from harness.measure.pipeline import CHECK_TOLERANCE, NO_COPY_CPU, E2ETiming, Pipeline, for_runner
+from harness.measure.stats import p50_interval
 from tests.fake_clock import FakeClock
 
 # end-to-end pairs and scenarios are timed: run under load by scripts/flaky_check.sh

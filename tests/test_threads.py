@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import backends
+from harness import backends, threads
 from harness.backends.base import ExportRequest, ExportResult
-from harness.core import envinfo, threads
+from harness.core import envinfo
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.measure import machine
@@ -179,7 +179,7 @@ def test_subprocesses_inherit_the_budget_before_ultralytics_sets_its_default(res
     """Export and probe processes inherit the budget through the environment, ahead of ultralytics' OMP default."""
     threads.set_budget(2)  # ultralytics' default, when OMP_NUM_THREADS is unset, is 1
     code = (
-        "import os, torch, ultralytics; from harness.core.threads import budget; "
+        "import os, torch, ultralytics; from harness.threads import budget; "
         "print(budget(), os.environ['OMP_NUM_THREADS'], torch.get_num_threads())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
@@ -250,11 +250,11 @@ def test_bad_threads_option_is_one_error_line(value, tmp_path):
 
 
 def test_env_json_threads(restore_budget):
-    env = envinfo.collect("r1", threads=3, threads_source="--threads", facts=machine.facts())
+    env = envinfo.collect("r1", facts=machine.facts(threads=3, threads_source="--threads"))
     t = env["threads"]
     assert t["budget"] == 3 and t["source"] == "--threads"
     assert t["physical_cores"] == threads.physical_cores() and t["logical_cpus"] == threads.logical_cpus()
     assert t["omp_num_threads"] == os.environ.get("OMP_NUM_THREADS")
     os.environ.pop(threads.ENV, None)
-    default = envinfo.threads_info()
+    default = threads.info()
     assert default["budget"] == threads.physical_cores() and default["source"] == threads.DEFAULT_SOURCE

@@ -27,7 +27,7 @@ from harness.backends._shared.precision import graph_value_dtypes, torch_dtype_c
 from harness.backends._shared.probes import inductor_missing, not_installed
 from harness.backends._shared.torch_runtime import TorchDeviceRunner, set_tf32, tf32_switches, torch_dtype
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams
-from harness.core.threads import apply_torch
+from harness.threads import apply_torch
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from harness.backends._shared.backbone_only import (
 from harness.backends._shared.executorch_runtime import ExecuTorchMethodRunner, runtime_backends
 from harness.backends._shared.probes import torch_cuda_missing
 from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
-from harness.core.threads import GPU_CELL_REASON
+from harness.threads import GPU_CELL_REASON
 
 log = logging.getLogger(__name__)
 

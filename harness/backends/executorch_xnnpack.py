@@ -34,7 +34,7 @@ def set_threadpool(n: int | None = None) -> int:
     """
     from executorch.extension.pybindings import portable_lib
 
-    from harness.core.threads import budget
+    from harness.threads import budget
 
     n = n or budget()
     if portable_lib._threadpool_get_thread_count() != n:

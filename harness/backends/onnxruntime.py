@@ -51,8 +51,8 @@ def session_options(threads: int | None = None):
     """SessionOptions with the run's thread budget: intra-op pool = budget, one inter-op thread, sequential."""
     import onnxruntime as ort
 
-    from harness.core.threads import budget
     from harness.offline import quiet_onnxruntime
+    from harness.threads import budget
 
     quiet_onnxruntime(ort)  # no telemetry events from the sessions these options create
     so = ort.SessionOptions()

@@ -21,7 +21,7 @@ from harness.backends._shared.precision import verdict
 from harness.backends._shared.probes import not_installed
 from harness.backends._shared.ultralytics_export import export_with_ultralytics, no_font_download
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams
-from harness.core.threads import GPU_CELL_REASON
+from harness.threads import GPU_CELL_REASON
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class OpenVinoRunner(Runner):
 
 def compile_config(cell, threads: int | None = None, precision_hint: str | None = None) -> dict:
     """compile_model properties for `cell`: the precision asked for and, on the CPU, the run's thread budget."""
-    from harness.core.threads import budget
+    from harness.threads import budget
 
     # Ask for the requested precision explicitly: on CPUs with bf16/AMX OpenVINO otherwise silently runs bf16.
     config: dict = {

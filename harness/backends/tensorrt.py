@@ -27,7 +27,7 @@ from harness.backends._shared.precision import verdict
 from harness.backends._shared.probes import torch_cuda_missing
 from harness.backends._shared.ultralytics_export import export_with_ultralytics
 from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams, library_version
-from harness.core.threads import GPU_CELL_REASON
+from harness.threads import GPU_CELL_REASON
 
 log = logging.getLogger(__name__)
 

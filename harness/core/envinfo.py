@@ -67,23 +67,6 @@ def git_commit(repo: Path | None = None) -> str | None:
     return None
 
 
-def threads_info(budget: int | None = None, source: str | None = None) -> dict:
-    """env.json's `threads`: the run's CPU thread budget, where it came from, and the machine's CPUs."""
-    from harness.core import threads
-
-    if budget is None:
-        budget = threads.budget()
-        if source is None:
-            source = f"${threads.ENV}" if os.environ.get(threads.ENV) else threads.DEFAULT_SOURCE
-    return {
-        "budget": budget,
-        "physical_cores": threads.physical_cores(),
-        "logical_cpus": threads.logical_cpus(),
-        "source": source or threads.DEFAULT_SOURCE,
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-    }
-
-
 @dataclass(frozen=True)
 class MachineFacts:
     """What env.json reads through libraries the core does not import (psutil, NVML, torch), gathered by the
@@ -98,19 +81,13 @@ class MachineFacts:
     gpu_env: dict | None = None
     #: torch's CUDA (version, cudnn, device_count) when torch sees a CUDA device, else None
     cuda: dict | None = None
+    #: env.json's `threads`: the run's CPU thread budget, who chose it, the machine's CPUs (harness.threads.info)
+    threads: dict | None = None
 
 
-def collect(
-    run_id: str,
-    started_at: str | None = None,
-    threads: int | None = None,
-    threads_source: str | None = None,
-    *,
-    facts: MachineFacts,
-) -> dict:
-    """The machine, libraries and settings of a run. `threads`: the run's budget; `threads_source`: who chose it
-    ("--threads", or "physical cores (default)"); both default to this process's budget (harness.core.threads).
-    `facts`: what the libraries above the core report of the machine (harness.measure.machine.facts()).
+def collect(run_id: str, started_at: str | None = None, *, facts: MachineFacts) -> dict:
+    """The machine, libraries and settings of a run. `facts`: what the layers above the core report of the machine
+    and the run's thread budget (harness.measure.machine.facts()).
     """
     env = {
         "schema_version": SCHEMA_VERSION,
@@ -128,7 +105,7 @@ def collect(
             "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "ram_gb": round(facts.ram_bytes / 2**30, 1),
         },
-        "threads": threads_info(threads, threads_source),
+        "threads": facts.threads,
         "allocator": allocator.info(),
         "gpu": facts.gpus,
         "gpu_reason": facts.gpu_reason,

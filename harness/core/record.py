@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import statistics
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -44,9 +43,10 @@ UNSTABLE_SCATTER = 0.10
 class Latency:
     """Latency statistics over timed rounds, in milliseconds.
 
-    `p50_ci` is the p50's distribution-free 95% confidence interval (harness.core.stats.p50_interval), None below
-    6 rounds; p90 and p99 are None below PERCENTILE_MIN_ROUNDS (the record's null_reasons say so); `scatter` is the
-    rounds' robust coefficient of variation and `unstable` flags scatter above UNSTABLE_SCATTER.
+    `p50_ci` is the p50's distribution-free 95% confidence interval, None below 6 rounds; p90 and p99 are None
+    below PERCENTILE_MIN_ROUNDS (the record's null_reasons say so); `scatter` is the rounds' robust coefficient of
+    variation and `unstable` flags scatter above UNSTABLE_SCATTER. Built from timed rounds by
+    harness.measure.stats.latency_from_samples.
     """
 
     p50: float
@@ -61,39 +61,6 @@ class Latency:
     p50_ci: list[float] | None = None
     scatter: float | None = None
     unstable: bool = False
-
-    @classmethod
-    def from_samples(cls, samples_ms: list[float], timing_scope: str) -> Latency:
-        import numpy as np
-
-        from harness.core.stats import p50_interval, robust_spread
-
-        if not samples_ms:
-            raise ValueError("no samples")
-        s = np.asarray(samples_ms, dtype=float)
-        n = len(s)
-
-        def pct(name: str, q: float) -> float | None:
-            return float(np.percentile(s, q)) if n >= PERCENTILE_MIN_ROUNDS[name] else None
-
-        p50 = float(np.median(s))
-        ci = p50_interval(samples_ms)
-        spread = robust_spread(samples_ms)
-        scatter = spread / p50 if spread is not None and p50 > 0 else None
-        return cls(
-            p50=p50,
-            p90=pct("p90", 90),
-            p99=pct("p99", 99),
-            mean=float(s.mean()),
-            min=float(s.min()),
-            max=float(s.max()),
-            stdev=statistics.stdev(samples_ms) if n > 1 else 0.0,
-            rounds=n,
-            timing_scope=timing_scope,
-            p50_ci=[ci.lo, ci.hi] if ci is not None else None,
-            scatter=scatter,
-            unstable=scatter is not None and scatter > UNSTABLE_SCATTER,
-        )
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -14,16 +14,15 @@ into one Run per machine.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from filelock import FileLock
 
 from harness.core.migrate import migrate_env, migrate_record
 from harness.core.record import RECORD_FIELDS, STATUSES, CellRecord, check_finite
@@ -65,8 +64,8 @@ class RecordWriteError(OSError):
 class RecordWriter:
     """Appends records to cells.jsonl as whole JSON lines, each fsynced, so a killed run keeps every finished cell.
 
-    Appends hold a lock (the `filelock` library, .cells.jsonl.lock) so shards of one run writing into one directory
-    never interleave. Before each append a torn last line (a write cut short by a kill or a full disk: no final
+    Appends hold an exclusive `flock` on .cells.jsonl.lock so shards of one run writing into one directory never
+    interleave. Before each append a torn last line (a write cut short by a kill or a full disk: no final
     newline, or a last line that is not a JSON object) is moved into cells.jsonl.torn and reported through
     `notify`, never glued to the new record. A write that fails leaves cells.jsonl as it was (the partial line is
     cut off) and raises RecordWriteError.
@@ -76,7 +75,7 @@ class RecordWriter:
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / CELLS_FILE
         self.notify = notify
-        self._lock = FileLock(self.run_dir / _LOCK_NAME)
+        self._lock_path = self.run_dir / _LOCK_NAME
         self._clean_size: int | None = (
             None  # the file's size after this writer's last append (tail known whole)
         )
@@ -91,7 +90,7 @@ class RecordWriter:
         # through CellRecord (harness.core.record_codec): an unknown field or a wrong type fails here, loudly
         data = (dict_to_json_line(rec) + "\n").encode("utf-8")
         try:
-            with self._lock:
+            with _locked(self._lock_path):
                 self._append(data)
         except OSError as e:
             raise RecordWriteError(
@@ -103,7 +102,7 @@ class RecordWriter:
         """Move the records of `cell_id` (its own and its remedy attempts') from cells.jsonl into
         cells.jsonl.superseded, before the cell runs again; returns how many were moved."""
         try:
-            with self._lock:
+            with _locked(self._lock_path):
                 if not self.path.is_file():
                     return 0
                 keep, moved = [], []
@@ -174,6 +173,19 @@ class RecordWriter:
             + (f", {others}" if others else "")
             + (f" in {self.run_dir}")
         )
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive `flock` on the file at `path` (created when absent), waiting for it: one holder at a time
+    across processes and across threads (each call opens its own file description). Closing the file releases it,
+    and the kernel releases it when the process dies."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _os_error(e: OSError) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core.threads import physical_cores
 from harness.measure.interleave import RoundsPolicy
+from harness.threads import physical_cores
 from harness.yolo.dynamic import DEFAULT_RANGE, SWEEP
 
 

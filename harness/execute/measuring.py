@@ -12,7 +12,7 @@ import time
 import zlib
 from collections.abc import Callable
 
-from harness.core.record import Latency, set_null
+from harness.core.record import set_null
 from harness.diagnosis.failure import failure_from_exception, first_line, parity_failure
 from harness.execute.config import RunConfig
 from harness.execute.services import EvalData, Progress
@@ -21,6 +21,7 @@ from harness.measure.canary import Canary, around, merge
 from harness.measure.corrupt import CORRUPT_ENV, corrupt, corruptions
 from harness.measure.interleave import Contestant, Interleaved, RoundsPolicy, episode_label, run_interleaved
 from harness.measure.parity import References, compare
+from harness.measure.stats import latency_from_samples
 from harness.measure.timing import SLOWDOWN_ENV, TimedCall, loop_timer, stretched
 from harness.yolo.inputs import letterboxed
 
@@ -186,7 +187,7 @@ def record_run(s: AttemptState, canary: Canary | None, slowdown: float) -> None:
     if runner.precision_executed is None:
         set_null(rec, "precision_executed", runner.precision_source)
     if s.samples:
-        lat = Latency.from_samples(s.samples, runner.timing_scope)
+        lat = latency_from_samples(s.samples, runner.timing_scope)
         rec["latency_ms"] = lat.to_dict()
         for key, why in lat.null_reasons().items():
             set_null(rec, f"latency_ms.{key}", why)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from harness.core.stats import median
+from harness.measure.stats import median
 
 #: cells per run that the screen keeps for the scenarios
 SCREEN_KEEP = 3

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.cell import Cell
 from harness.core.results_dir import RecordWriter
-from harness.core.threads import set_budget
 from harness.execute.config import RunConfig
 from harness.execute.export_cache import CacheFullError, ExportCache
 from harness.execute.memory_cache import MemoryCache
@@ -27,6 +26,7 @@ from harness.execute.state import AttemptState
 from harness.measure.canary import Canary
 from harness.measure.parity import References
 from harness.measure.timing import slowdown_factors
+from harness.threads import set_budget
 from harness.yolo.models import Materialized, ModelSource, materialize
 
 if TYPE_CHECKING:

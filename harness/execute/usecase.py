@@ -13,13 +13,14 @@ import logging
 import random
 import zlib
 
-from harness.core.record import PERCENTILE_MIN_ROUNDS, Latency, set_null
+from harness.core.record import PERCENTILE_MIN_ROUNDS, set_null
 from harness.diagnosis.failure import first_line
 from harness.execute.config import RunConfig
 from harness.execute.services import Progress
 from harness.execute.state import AttemptState
 from harness.measure.interleave import Contestant, RoundsPolicy, run_interleaved
 from harness.measure.pipeline import STAGE_NAMES, E2ETiming, for_runner
+from harness.measure.stats import latency_from_samples
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def end_to_end(s: AttemptState, config: RunConfig, progress: Progress) -> bool:
         for f in E2E_FIELDS:
             set_null(rec, f, why)
         return True
-    lat = Latency.from_samples(s.e2e.walls, "end-to-end")
+    lat = latency_from_samples(s.e2e.walls, "end-to-end")
     rec["latency_e2e_ms"] = lat.to_dict()
     for key, why in lat.null_reasons().items():
         set_null(rec, f"latency_e2e_ms.{key}", why)

@@ -117,8 +117,8 @@ def _probe(payload: dict) -> dict:
 
 def main(argv: list[str]) -> int:
     from harness.core import allocator
-    from harness.core.threads import budget, set_budget
     from harness.execute import lifetime
+    from harness.threads import budget, set_budget
 
     # The run's thread budget (inherited as YOLO26_BENCH_THREADS): into OMP_NUM_THREADS before torch or ultralytics
     # is imported, and torch's threads if it already is; the backends apply it again after their own imports.

@@ -1,7 +1,7 @@
 """Statistics of timed rounds, in one place: the median, robust spread, the p50's confidence interval, and the rank
 test behind regression detection.
 
-The rank test (here) and the interval (harness.core.stats) come from scipy (a maintained implementation, exact for small samples), never from
+The rank test (here) and the interval (harness.measure.stats) come from scipy (a maintained implementation, exact for small samples), never from
 a hand-written approximation: with the few rounds a large model gets (the runner's minimum is 5), the normal
 approximation of the Mann-Whitney U statistic cannot reach p < 0.01 at all, so such cells could never be flagged.
 """
@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.core.stats import CONFIDENCE, MAD_TO_SIGMA, Interval, median, p50_interval, robust_spread
+from harness.measure.stats import CONFIDENCE, MAD_TO_SIGMA, Interval, median, p50_interval, robust_spread
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def rank_test(x: Sequence[float], y: Sequence[float], alpha: float = 0.01) -> Ra
     return RankTest(n_x, n_y, name, float(res.pvalue), u=float(res.statistic), min_p=floor)
 
 
-# The round statistics themselves live in harness.core.stats (shared with the measurement); re-exported here.
+# The round statistics themselves live in harness.measure.stats (shared with the measurement); re-exported here.
 __all__ = [
     "CONFIDENCE",
     "MAD_TO_SIGMA",

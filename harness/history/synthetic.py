@@ -17,8 +17,9 @@ from pathlib import Path
 from harness import SCHEMA_VERSION
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.core.record import Energy, Latency, Memory, new_record
+from harness.core.record import Energy, Memory, new_record
 from harness.core.results_dir import RecordWriter, write_env
+from harness.measure.stats import latency_from_samples
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def make_record(
     if status == "ok" and samples_ms:
         rec["precision_executed"] = c.precision
         rec["precision_source"] = "synthetic"
-        rec["latency_ms"] = Latency.from_samples(samples_ms, timing_scope).to_dict()
+        rec["latency_ms"] = latency_from_samples(samples_ms, timing_scope).to_dict()
         rec["samples_ms"] = samples_ms
         rec["memory"] = Memory(
             host_peak_rss_mib=2048.0,

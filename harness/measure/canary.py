@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.core.stats import median
 from harness.measure.quiesce import Quiesce, wait_idle
+from harness.measure.stats import median
 
 log = logging.getLogger(__name__)
 

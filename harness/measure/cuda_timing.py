@@ -30,8 +30,9 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.backends._shared.probes import torch_cuda_missing
-from harness.core.record import Latency, set_null
+from harness.core.record import set_null
 from harness.measure.base import Tracker, register_tracker
+from harness.measure.stats import latency_from_samples
 from harness.measure.timing import TimedCall
 
 log = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ class CudaEventTracker(Tracker):
             set_null(rec, "device_samples_ms", why)
             return
         scope = "; ".join(sorted(self.scopes))
-        rec["device_latency_ms"] = Latency.from_samples(self.device_ms, scope).to_dict()
+        rec["device_latency_ms"] = latency_from_samples(self.device_ms, scope).to_dict()
         rec["device_samples_ms"] = [round(d, 4) for d in self.device_ms]
 
 

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from harness.core.stats import Interval, median, p50_interval
 from harness.measure.quiesce import Quiesce, wait_idle
+from harness.measure.stats import Interval, median, p50_interval
 
 log = logging.getLogger(__name__)
 

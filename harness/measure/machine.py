@@ -1,4 +1,5 @@
-"""What env.json reads of the machine through psutil, NVML and torch (harness.core.envinfo.MachineFacts).
+"""What env.json reads of the machine through psutil, NVML and torch, and the run's thread budget
+(harness.core.envinfo.MachineFacts).
 
 The core writes env.json but imports none of these libraries; the caller that collects env.json gathers the facts
 here and passes them in.
@@ -6,11 +7,14 @@ here and passes them in.
 
 from __future__ import annotations
 
+from harness import threads as thread_budget
 from harness.core.envinfo import MachineFacts
 
 
-def facts() -> MachineFacts:
-    """This machine's physical cores, RAM, NVML GPUs (with `gpu_env` when there are any) and torch's CUDA."""
+def facts(threads: int | None = None, threads_source: str | None = None) -> MachineFacts:
+    """This machine's physical cores, RAM, NVML GPUs (with `gpu_env` when there are any) and torch's CUDA, and the
+    run's thread budget: `threads`, chosen by `threads_source` ("--threads", or "physical cores (default)"), both
+    by default this process's budget (harness.threads.info)."""
     import psutil
 
     gpus, gpu_reason = gpu_info()
@@ -26,6 +30,7 @@ def facts() -> MachineFacts:
         gpu_reason=gpu_reason,
         gpu_env=gpu_env,
         cuda=torch_cuda(),
+        threads=thread_budget.info(threads, threads_source),
     )
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.core.stats import median
+from harness.measure.stats import median
 
 STAGE_NAMES = ("preprocess", "h2d", "model", "d2h", "postprocess")
 CHECK_TOLERANCE = 0.05

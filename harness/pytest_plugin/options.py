@@ -11,7 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.core import allocator, axes, run_id, threads
+from harness import threads
+from harness.core import allocator, axes, run_id
 from harness.core.axes import SelectionError
 from harness.core.results_dir import unwritable_reason
 from harness.plan.matrix import PlannedCell, Selection, validate_backends

@@ -16,7 +16,8 @@ from typing import NoReturn
 
 import pytest
 
-from harness.core import allocator, axes, envinfo, run_claim, threads
+from harness import threads
+from harness.core import allocator, axes, envinfo, run_claim
 from harness.core.axes import SelectionError
 from harness.core.results_dir import (
     INCOMPLETE_KEY,
@@ -284,10 +285,7 @@ class BenchSession:
                 from harness.measure import machine
 
                 env = envinfo.collect(
-                    self.run_id,
-                    threads=self.threads,
-                    threads_source=self.threads_source,
-                    facts=machine.facts(),
+                    self.run_id, facts=machine.facts(threads=self.threads, threads_source=self.threads_source)
                 )
                 # Marked incomplete until the run ends normally: a run killed outright (SIGKILL, power) keeps it.
                 env[INCOMPLETE_KEY] = {

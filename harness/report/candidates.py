@@ -16,7 +16,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from harness.core.stats import Interval
+from harness.measure.stats import Interval
 from harness.report.accuracy_known import Accuracy, accuracy_of
 from harness.report.index import RunIndex, export_only_backends
 from harness.report.load import number

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.core.stats import Interval, p50_interval
+from harness.measure.stats import Interval, p50_interval
 from harness.report.load import number
 
 

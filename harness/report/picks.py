@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.core.stats import Interval
+from harness.measure.stats import Interval
 from harness.report import paired
 from harness.report.fmt import fmt_num
 from harness.report.index import RunIndex, workload_key

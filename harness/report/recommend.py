@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from harness.core.stats import Interval
+from harness.measure.stats import Interval
 from harness.report.deploy_cases import clean_state, dynamic_inputs, simplest
 from harness.report.fmt import fmt_bytes, fmt_num
 from harness.report.index import RunIndex, export_only_backends, row_sort, workload_key

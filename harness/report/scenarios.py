@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.core.results_dir import dig
-from harness.core.stats import Interval
+from harness.measure.stats import Interval
 from harness.report.fmt import Notes, Shown, fmt_num
 from harness.report.fmt import field as show_field
 from harness.report.index import RunIndex, backend_order, order_key, row_sort, workload_key

@@ -15,7 +15,7 @@ import logging
 import re
 from dataclasses import replace
 
-from harness.core.stats import Interval
+from harness.measure.stats import Interval
 from harness.report import paired
 from harness.report.candidates import (
     SCREEN,

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.core.stats import Interval
+from harness.measure.stats import Interval
 from harness.report import usecase_figures as fig
 from harness.report.fmt import fmt_num
 from harness.report.index import RunIndex, export_only_backends, row_sort, workload_key

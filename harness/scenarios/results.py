@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.core.stats import quantile_interval
+from harness.measure.stats import quantile_interval
 from harness.scenarios import settings as st
 from harness.scenarios.loadgen import Query, run_test
 from harness.scenarios.logs import SUMMARY, LoadgenRun

@@ -13,7 +13,7 @@ import logging
 import numpy as np
 
 from harness.backends.base import Runner, Streams
-from harness.core.threads import GPU_CELL_REASON
+from harness.threads import GPU_CELL_REASON
 
 log = logging.getLogger(__name__)
 

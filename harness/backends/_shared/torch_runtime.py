@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends.base import Runner
-from harness.core.threads import GPU_CELL_REASON, apply_torch, torch_threads
+from harness.threads import GPU_CELL_REASON, apply_torch, torch_threads
 
 
 def torch_dtype(precision: str):

@@ -23,7 +23,7 @@ def budget_for_select_device():
     """
     from ultralytics.utils import torch_utils
 
-    from harness.core.threads import apply_torch, budget
+    from harness.threads import apply_torch, budget
 
     saved = torch_utils.NUM_THREADS
     torch_utils.NUM_THREADS = budget()

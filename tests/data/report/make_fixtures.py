@@ -21,10 +21,11 @@ from harness import SCHEMA_VERSION
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.null_reasons import fill_null_reasons
-from harness.core.record import Energy, Latency, Memory, new_record
+from harness.core.record import Energy, Memory, new_record
 from harness.core.results_dir import RecordWriter, write_env
 from harness.diagnosis.failure import parity_failure
 from harness.measure.parity import Layout, compare
+from harness.measure.stats import latency_from_samples
 
 HERE = Path(__file__).parent
 RANDOM_WEIGHTS = "random-init:0"
@@ -150,7 +151,7 @@ class RunBuilder:
     ) -> dict:
         rec = self._base(cell, cell_id, height)
         samples = [round(p50 * (1 + abs(self.rng.gauss(0, 0.03))) - p50 * 0.02, 4) for _ in range(25)]
-        lat = Latency.from_samples(samples, scope)
+        lat = latency_from_samples(samples, scope)
         self._ran(rec, cell, executed)
         rec.update(
             status=status,

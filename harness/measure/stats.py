@@ -1,5 +1,6 @@
-"""Statistics of timed rounds shared by the measurement, the report and the history: the median, a robust spread
-and the p50's distribution-free confidence interval (scipy's order-statistic interval, exact for few rounds).
+"""Statistics of timed rounds shared by the measurement, the report and the history: the median, a robust spread,
+the p50's distribution-free confidence interval (scipy's order-statistic interval, exact for few rounds), and the
+record's Latency section built from them.
 
 No heavy imports at module level: scipy is imported inside the function that needs it.
 """
@@ -7,8 +8,11 @@ No heavy imports at module level: scipy is imported inside the function that nee
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from harness.core.record import PERCENTILE_MIN_ROUNDS, UNSTABLE_SCATTER, Latency
 
 # Scale factor that makes the MAD a consistent estimator of the standard deviation for normal data.
 MAD_TO_SIGMA = 1.4826
@@ -86,3 +90,36 @@ def quantile_interval(
         return None
     lo, hi = bounds
     return lo, hi if math.isfinite(hi) else None
+
+
+def latency_from_samples(samples_ms: list[float], timing_scope: str) -> Latency:
+    """The record's Latency section of the timed rounds `samples_ms` (ms): percentiles where the rounds are enough
+    for them (PERCENTILE_MIN_ROUNDS), the p50's 95% interval, and the rounds' robust scatter."""
+    import numpy as np
+
+    if not samples_ms:
+        raise ValueError("no samples")
+    s = np.asarray(samples_ms, dtype=float)
+    n = len(s)
+
+    def pct(name: str, q: float) -> float | None:
+        return float(np.percentile(s, q)) if n >= PERCENTILE_MIN_ROUNDS[name] else None
+
+    p50 = float(np.median(s))
+    ci = p50_interval(samples_ms)
+    spread = robust_spread(samples_ms)
+    scatter = spread / p50 if spread is not None and p50 > 0 else None
+    return Latency(
+        p50=p50,
+        p90=pct("p90", 90),
+        p99=pct("p99", 99),
+        mean=float(s.mean()),
+        min=float(s.min()),
+        max=float(s.max()),
+        stdev=statistics.stdev(samples_ms) if n > 1 else 0.0,
+        rounds=n,
+        timing_scope=timing_scope,
+        p50_ci=[ci.lo, ci.hi] if ci is not None else None,
+        scatter=scatter,
+        unstable=scatter is not None and scatter > UNSTABLE_SCATTER,
+    )

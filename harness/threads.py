@@ -78,6 +78,22 @@ def budget() -> int:
     return physical_cores()
 
 
+def info(n: int | None = None, source: str | None = None) -> dict:
+    """env.json's `threads`: the run's CPU thread budget `n`, who chose it (`source`), and the machine's CPUs; both
+    default to this process's budget and who set it."""
+    if n is None:
+        n = budget()
+        if source is None:
+            source = f"${ENV}" if os.environ.get(ENV) else DEFAULT_SOURCE
+    return {
+        "budget": n,
+        "physical_cores": physical_cores(),
+        "logical_cpus": logical_cpus(),
+        "source": source or DEFAULT_SOURCE,
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+    }
+
+
 def set_budget(n: int) -> None:
     """Make `n` this process's budget and the one its subprocesses inherit (set before ultralytics is imported)."""
     if n < 1:
