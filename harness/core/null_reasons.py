@@ -7,7 +7,8 @@ device). `unexplained_nulls` is the check: it lists what still has no reason, an
 
 from __future__ import annotations
 
-from harness.core.record import RECORD_FIELDS
+from harness.core.record import RECORD_FIELDS, CellRecord
+from harness.core.record_codec import section_items
 
 # Sections whose fields are checked one by one once the section itself exists.
 SECTIONS = ("memory", "energy", "latency_ms", "latency_e2e_ms", "stages_ms", "parity", "accuracy")
@@ -20,44 +21,44 @@ def _not_run(status: str) -> str:
     return f"cell did not run ({status})"
 
 
-def _fixed_reason(rec: dict, field: str) -> str | None:
+def _fixed_reason(rec: CellRecord, field: str) -> str | None:
     """The reason for a null `field` that follows from what the field means, or None when it depends on status."""
-    status = rec["status"]
+    status = rec.status
     return {
         "reason": "ok: nothing to explain" if status == "ok" else "no reason was given",
         "failure": "nothing failed" if status in ("ok", "skipped", "exported") else None,
         "remedy": "not a remedy attempt",
         "remedy_of": "not a remedy attempt",
-        "ops": f"{rec['backend']} does not report delegated and fallback operators",
+        "ops": f"{rec.backend} does not report delegated and fallback operators",
         "gflops": "published GFLOPs exist for detect models at static shapes only",
         "height": "dynamic probe: one artifact over a range of shapes (see the sweep records)",
         "width": "dynamic probe: one artifact over a range of shapes (see the sweep records)",
-        "device_latency_ms": f"not measured: {rec['device']} cell (CUDA events time CUDA devices)",
-        "device_samples_ms": f"not measured: {rec['device']} cell (CUDA events time CUDA devices)",
-        "gpu_snapshot": f"no NVIDIA GPU snapshot for a {rec['device']} cell",
+        "device_latency_ms": f"not measured: {rec.device} cell (CUDA events time CUDA devices)",
+        "device_samples_ms": f"not measured: {rec.device} cell (CUDA events time CUDA devices)",
+        "gpu_snapshot": f"no NVIDIA GPU snapshot for a {rec.device} cell",
         "precision_detail": "the runtime gives no per-type breakdown",
-        "energy": f"not measured: {rec['device']} cell, energy is read from NVML for CUDA cells only",
+        "energy": f"not measured: {rec.device} cell, energy is read from NVML for CUDA cells only",
         "compile_s": "no JIT compile step in this backend" if status in RAN else None,
         "calibration": None
-        if rec.get("precision_requested") == "int8"
-        else f"{rec.get('precision_requested')} cell: nothing is calibrated",
+        if rec.precision_requested == "int8"
+        else f"{rec.precision_requested} cell: nothing is calibrated",
     }.get(field)
 
 
-def _export_reason(rec: dict) -> str:
-    if rec["status"] == "skipped":
+def _export_reason(rec: CellRecord) -> str:
+    if rec.status == "skipped":
         return "cell skipped before export"
-    if rec.get("cache_hit") is None and rec.get("artifact"):
+    if rec.cache_hit is None and rec.artifact:
         return "no export step (the backend runs the checkpoint)"
     return "export did not finish"
 
 
-def fill_null_reasons(rec: dict) -> None:
+def fill_null_reasons(rec: CellRecord) -> None:
     """Give every null field of `rec` (and of its sections) a reason, keeping the reasons already set."""
-    nr = rec.setdefault("null_reasons", {})
-    status = rec["status"]
+    nr = rec.null_reasons
+    status = rec.status
     for field in RECORD_FIELDS:
-        if rec.get(field) is not None or field in nr or field == "null_reasons":
+        if getattr(rec, field) is not None or field in nr or field == "null_reasons":
             continue
         if field in ("export_s", "export_origin", "cache_hit", "artifact", "artifact_bytes"):
             why = _export_reason(rec)
@@ -69,17 +70,14 @@ def fill_null_reasons(rec: dict) -> None:
             _not_run(status) if status not in RAN else f"not recorded by this {status} attempt"
         )
     for name in SECTIONS:
-        section = rec.get(name)
-        if not isinstance(section, dict):
-            continue
-        for key, value in section.items():
+        for key, value in section_items(getattr(rec, name)):
             dotted = f"{name}.{key}"
             if value is None and dotted not in nr:
                 nr[dotted] = _section_reason(rec, name, key)
 
 
-def _section_reason(rec: dict, name: str, key: str) -> str:
-    device = rec["device"]
+def _section_reason(rec: CellRecord, name: str, key: str) -> str:
+    device = rec.device
     if name == "memory" and key.startswith(("device_", "torch_")):
         return (
             f"not measured: {device} cell, device memory is read for CUDA cells only (NVML, torch allocator)"
@@ -88,15 +86,15 @@ def _section_reason(rec: dict, name: str, key: str) -> str:
         return f"not measured: {device} cell, energy is read from NVML for CUDA cells only"
     if name in ("latency_ms", "latency_e2e_ms") and key in ("p90", "p99"):
         return "too few timed rounds for this percentile"
-    return f"not measured by this {rec['status']} attempt"
+    return f"not measured by this {rec.status} attempt"
 
 
-def unexplained_nulls(rec: dict) -> list[str]:
+def unexplained_nulls(rec: CellRecord) -> list[str]:
     """Null fields (dotted for section fields) that have no reason in `null_reasons`: must be empty."""
-    nr = rec.get("null_reasons") or {}
-    out = [f for f in RECORD_FIELDS if rec.get(f) is None and f not in nr and f != "null_reasons"]
+    nr = rec.null_reasons
+    out = [f for f in RECORD_FIELDS if getattr(rec, f) is None and f not in nr and f != "null_reasons"]
     for name in SECTIONS:
-        section = rec.get(name)
-        if isinstance(section, dict):
-            out += [f"{name}.{k}" for k, v in section.items() if v is None and f"{name}.{k}" not in nr]
+        out += [
+            f"{name}.{k}" for k, v in section_items(getattr(rec, name)) if v is None and f"{name}.{k}" not in nr
+        ]
     return out

@@ -2,10 +2,10 @@
 
 Records are plain JSON objects on disk (readable without this package). `CellRecord` is their typed form, every
 field named and typed (`RECORD_FIELDS` lists them in the written order), with `STATUSES` the contract that the
-report, diagnosis and history stages read. The cell's stages still fill a dict (`new_record`); the one conversion
-between the two and the JSON line is harness.core.record_codec. Writing and reading the files is
-harness.core.results_dir's job (RecordWriter, read_records, read_cell_records); older schema versions are migrated
-by harness.core.migrate.
+report, diagnosis and history stages read. The cell's stages fill one (`new_record`, then attributes), readers
+read its attributes; the one conversion between it and the JSON line is harness.core.record_codec. Writing and
+reading the files is harness.core.results_dir's job (RecordWriter, read_records); older schema versions are
+migrated by harness.core.migrate.
 """
 
 from __future__ import annotations
@@ -229,35 +229,29 @@ OPTIONAL_FIELDS = ("corrupted", "synthetic", "machine", "source_run_id")
 RECORD_FIELDS = tuple(f.name for f in fields(CellRecord) if f.name not in OPTIONAL_FIELDS)
 
 
-def section(rec: dict, name: str, cls):
-    """The record's typed section `name` (created empty when absent), to be filled and written back by `put`."""
-    cur = rec.get(name)
-    return cls(**cur) if isinstance(cur, dict) else cls()
+#: the status of an attempt whose stages have not decided one yet (RecordWriter refuses to write it)
+PENDING = "pending"
 
 
-def put(rec: dict, name: str, value) -> None:
-    """Write a typed section back into the record."""
-    rec[name] = value.to_dict()
-
-
-def new_record(run_id: str, cell, weights: str) -> dict[str, Any]:
-    """A record with every field present: axes filled, measurements null until measured."""
-    rec: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
-    rec.update(cell.axes())
-    rec.update(
+def new_record(run_id: str, cell, weights: str) -> CellRecord:
+    """A record with every field present: axes filled, the status pending, measurements null until measured."""
+    values: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
+    values.update(cell.axes())
+    values.update(
         schema_version=SCHEMA_VERSION,
         run_id=run_id,
         cell_id=cell.id,
         weights=weights,
+        status=PENDING,
         gflops=cell.gflops,
         null_reasons={},
     )
-    return rec
+    return CellRecord(**values)
 
 
-def set_null(rec: dict, field: str, reason: str) -> None:
+def set_null(rec: CellRecord, field: str, reason: str) -> None:
     """Mark a field (dotted path for nested ones) as not measured, with the reason."""
-    rec.setdefault("null_reasons", {})[field] = reason
+    rec.null_reasons[field] = reason
 
 
 # ---- non-finite figures ----------------------------------------------------------------------------------------
@@ -291,7 +285,8 @@ def non_finite(obj: Any) -> list[tuple[str, Any]]:
 
 
 def check_finite(rec: dict) -> list[str]:
-    """Refuse NaN and infinite figures in a record about to be written; returns the fields that held one.
+    """Refuse NaN and infinite figures in a record about to be written (its JSON view, record_codec.record_to_dict);
+    returns the fields that held one.
 
     Each such field becomes null with a reason. A cell that had not already failed becomes `run_failed` with the
     reason naming the fields (its figures cannot be trusted); a failed cell keeps its status, since the figure is

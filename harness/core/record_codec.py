@@ -106,9 +106,17 @@ def _section_from_dict(cls: type, data: dict, where: str) -> Any:
     return section
 
 
+def section_items(section: Any) -> list[tuple[str, Any]]:
+    """(key, value) of a record section as the record holds it: a typed section's fields (but those the record it
+    was read from lacked), a dict section's items; none for a null section."""
+    if type(section) in SECTION_TYPES:
+        absent = getattr(section, _ABSENT, ())
+        return [(f.name, getattr(section, f.name)) for f in fields(section) if f.name not in absent]
+    return list(section.items()) if isinstance(section, dict) else []
+
+
 def _section_to_dict(section: Any) -> dict[str, Any]:
-    absent = getattr(section, _ABSENT, ())
-    return {f.name: getattr(section, f.name) for f in fields(section) if f.name not in absent}
+    return dict(section_items(section))
 
 
 def record_from_dict(data: dict[str, Any], migrate: bool = True) -> CellRecord:
@@ -158,6 +166,8 @@ def record_to_dict(rec: CellRecord) -> dict[str, Any]:
     """The record as the dict written to cells.jsonl: fields in the written order, sections as plain dicts; the
     OPTIONAL_FIELDS only when set."""
     names = getattr(rec, _ORDER, None) or _written_names(rec)
+    # an optional field set after the record was read (a merge names the machine) follows the read order
+    names = (*names, *(n for n in _written_names(rec) if n not in names))
     out: dict[str, Any] = {}
     for name in names:
         value = getattr(rec, name)
@@ -182,22 +192,12 @@ def record_from_json(line: str | bytes) -> CellRecord:
     return record_from_dict(data)
 
 
-def dict_to_json_line(rec: dict[str, Any]) -> str:
-    """A record dict built by the cell's stages, validated through CellRecord and serialized by record_to_json.
-
-    A value JSON cannot hold (a Path, a numpy scalar) is written as its str(), as json.dumps(default=str) always
-    did; the validation sees the value as it will be read back.
-    """
-    plain = json.loads(json.dumps(rec, sort_keys=False, allow_nan=False, default=str))
-    return record_to_json(record_from_dict(plain, migrate=False))
-
-
 __all__ = [
     "SECTION_TYPES",
     "RecordError",
-    "dict_to_json_line",
     "record_from_dict",
     "record_from_json",
     "record_to_dict",
     "record_to_json",
+    "section_items",
 ]

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.migrate import migrate_env, migrate_record
-from harness.core.record import RECORD_FIELDS, STATUSES, CellRecord, check_finite
-from harness.core.record_codec import dict_to_json_line, record_from_dict
+from harness.core.record import STATUSES, CellRecord, check_finite
+from harness.core.record_codec import record_from_dict, record_to_dict, record_to_json
 
 log = logging.getLogger(__name__)
 
@@ -80,23 +80,24 @@ class RecordWriter:
             None  # the file's size after this writer's last append (tail known whole)
         )
 
-    def write(self, rec: dict) -> None:
-        missing = [f for f in RECORD_FIELDS if f not in rec]
-        if missing:
-            raise ValueError(f"record {rec.get('cell_id')} lacks fields {missing}")
-        check_finite(rec)  # NaN or infinite figures become null with a reason, never a silent NULL
-        if rec["status"] not in STATUSES:
-            raise ValueError(f"record {rec.get('cell_id')}: unknown status {rec['status']!r}")
-        # through CellRecord (harness.core.record_codec): an unknown field or a wrong type fails here, loudly
-        data = (dict_to_json_line(rec) + "\n").encode("utf-8")
+    def write(self, rec: CellRecord) -> CellRecord:
+        """Append `rec` and return it as written: a NaN or infinite figure nulled with its reason
+        (record.check_finite), a value JSON cannot hold (a Path, a numpy scalar) as its str()."""
+        data = record_to_dict(rec)
+        check_finite(data)  # NaN or infinite figures become null with a reason, never a silent NULL
+        if data["status"] not in STATUSES:
+            raise ValueError(f"record {rec.cell_id}: unknown status {data['status']!r}")
+        # read back through CellRecord (harness.core.record_codec): a value of the wrong type fails here, loudly
+        written = record_from_dict(json.loads(json.dumps(data, allow_nan=False, default=str)), migrate=False)
+        line = (record_to_json(written) + "\n").encode("utf-8")
         try:
             with _locked(self._lock_path):
-                self._append(data)
+                self._append(line)
         except OSError as e:
             raise RecordWriteError(
-                f"cannot write the record of {rec.get('cell_id')} to {self.path}: {_os_error(e)}; "
-                f"kept: {self._kept()}"
+                f"cannot write the record of {rec.cell_id} to {self.path}: {_os_error(e)}; kept: {self._kept()}"
             ) from e
+        return written
 
     def set_aside(self, cell_id: str) -> int:
         """Move the records of `cell_id` (its own and its remedy attempts') from cells.jsonl into
@@ -303,13 +304,12 @@ def incomplete_note(env: dict) -> str | None:
     return f"incomplete: {counts}" + (f" ({mark['reason']})" if mark.get("reason") else "")
 
 
-def duplicate_cells(records: list[dict]) -> list[str]:
+def duplicate_cells(records: list[CellRecord]) -> list[str]:
     """Cell ids recorded more than once in one run (two writers on one run id, or an edited file)."""
     seen: dict[str, int] = {}
     for r in records:
-        cid = r.get("cell_id")
-        if cid:
-            seen[str(cid)] = seen.get(str(cid), 0) + 1
+        if r.cell_id:
+            seen[r.cell_id] = seen.get(r.cell_id, 0) + 1
     return sorted(c for c, n in seen.items() if n > 1)
 
 
@@ -319,11 +319,7 @@ def recorded_cells(run_dir: Path) -> dict[str, str]:
     path = Path(run_dir) / CELLS_FILE
     if not path.is_file():
         return {}
-    return {
-        str(r["cell_id"]): str(r.get("status"))
-        for r in read_records(path)
-        if r.get("cell_id") and not r.get("remedy")
-    }
+    return {r.cell_id: r.status for r in read_records(path) if r.cell_id and not r.remedy}
 
 
 # ---- reading ---------------------------------------------------------------------------------------------------
@@ -334,11 +330,18 @@ def is_results_dir(path: str | Path) -> bool:
     return (Path(path) / CELLS_FILE).is_file()
 
 
-def read_records(path: str | Path) -> list[dict]:
-    """Read cells.jsonl (or a run dir holding one), migrating older records to the current schema.
+def read_records(path: str | Path) -> list[CellRecord]:
+    """The records of cells.jsonl (or a run dir holding one) as typed CellRecords, migrated to the current schema.
 
-    Raises ValueError naming the file and line for a record of a schema version this harness does not know.
+    A torn or non-object line is skipped with a warning (a run killed mid-write); raises ValueError naming the file
+    and line for an unknown schema version or a record that does not fit CellRecord (RecordError).
     """
+    return _read_converted(path, record_from_dict)
+
+
+def read_record_dicts(path: str | Path) -> list[dict[str, Any]]:
+    """The records of cells.jsonl as JSON objects, migrated to the current schema but not typed: for what works on
+    the JSON itself (comparing two runs' lines key by key); every other reader takes `read_records`."""
     return _read_converted(path, migrate_record)
 
 
@@ -377,15 +380,6 @@ def _numbered_records(path: Path) -> list[tuple[int, dict]]:
     return out
 
 
-def read_cell_records(path: str | Path) -> list[CellRecord]:
-    """The records of cells.jsonl (or a run dir holding one) as typed CellRecords, migrated to the current schema.
-
-    Reads as read_records does (a torn or non-object line is skipped with a warning); raises ValueError naming the
-    file and line for an unknown schema version or a record that does not fit CellRecord (RecordError).
-    """
-    return _read_converted(path, record_from_dict)
-
-
 def read_env(run_dir: str | Path) -> dict | None:
     """run_dir/env.json migrated to the current schema, or None when there is none.
 
@@ -417,7 +411,7 @@ def read_env_checked(run_dir: Path) -> dict:
     return env
 
 
-def read_records_checked(run_dir: Path) -> list[dict]:
+def read_records_checked(run_dir: Path) -> list[CellRecord]:
     """The records for import: every one with a cell id and a known status. Raises ImportRefused."""
     if not is_results_dir(run_dir):
         raise ImportRefused(f"{run_dir}: no cells.jsonl; not a results directory")
@@ -426,11 +420,11 @@ def read_records_checked(run_dir: Path) -> list[dict]:
     except ValueError as e:  # read_records refuses unknown schema versions
         raise ImportRefused(f"refusing to import {run_dir}: {e}") from e
     for rec in records:
-        if not rec.get("cell_id"):
+        if not rec.cell_id:
             raise ImportRefused(f"{run_dir}: a record has no cell_id; refusing to import")
-        if rec.get("status") not in STATUSES:
+        if rec.status not in STATUSES:
             raise ImportRefused(
-                f"{run_dir}: record {rec['cell_id']} has unknown status {rec.get('status')!r}; refusing to import"
+                f"{run_dir}: record {rec.cell_id} has unknown status {rec.status!r}; refusing to import"
             )
     return records
 
@@ -458,7 +452,7 @@ class Run:
     path: Path
     run_id: str
     env: dict[str, Any]
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[CellRecord] = field(default_factory=list)
     dir_run_id: str = ""
     machine_key: str | None = None
     log_roots: tuple[Path, ...] = ()
@@ -484,7 +478,9 @@ class Run:
         return f"{what} ({host})" if host != UNKNOWN else what
 
 
-def merged_machines(env: dict, records: list[dict]) -> tuple[list[tuple[dict, list[dict]]], list[dict]]:
+def merged_machines(
+    env: dict, records: list[CellRecord]
+) -> tuple[list[tuple[dict, list[CellRecord]]], list[CellRecord]]:
     """Split a merged directory's records by machine: ([(machines entry, its records)], orphan records).
 
     Orphans name no machine that env.json lists; the report shows them as machine unknown, the import refuses.
@@ -495,8 +491,8 @@ def merged_machines(env: dict, records: list[dict]) -> tuple[list[tuple[dict, li
             continue
         key = str(entry.get(MACHINE_FIELD) or UNKNOWN)
         claimed.add(key)
-        groups.append((entry, [r for r in records if str(r.get(MACHINE_FIELD)) == key]))
-    orphans = [r for r in records if str(r.get(MACHINE_FIELD)) not in claimed]
+        groups.append((entry, [r for r in records if str(r.machine) == key]))
+    orphans = [r for r in records if str(r.machine) not in claimed]
     return groups, orphans
 
 
@@ -517,14 +513,14 @@ def load_run(run_dir: str | Path) -> list[Run]:
         log.warning("%s: no env.json; machine details shown as unknown", run_dir)
         env = {}
     run_id = str(
-        env.get("run_id") or next((r.get("run_id") for r in records if r.get("run_id")), None) or run_dir.name
+        env.get("run_id") or next((r.run_id for r in records if r.run_id), None) or run_dir.name
     )
     if isinstance(env.get(MACHINES_KEY), list) and env[MACHINES_KEY]:
         return _split_merged(run_dir, run_id, env, records)
     return [Run(run_dir, run_id, env, records, dir_run_id=run_id, log_roots=(run_dir,))]
 
 
-def _split_merged(run_dir: Path, run_id: str, env: dict, records: list[dict]) -> list[Run]:
+def _split_merged(run_dir: Path, run_id: str, env: dict, records: list[CellRecord]) -> list[Run]:
     groups, orphans = merged_machines(env, records)
     runs = []
     for entry, mine in groups:
@@ -564,9 +560,9 @@ __all__ = [
     "is_results_dir",
     "load_run",
     "merged_machines",
-    "read_cell_records",
     "read_env",
     "read_env_checked",
+    "read_record_dicts",
     "read_records",
     "read_records_checked",
     "recorded_cells",

@@ -17,7 +17,7 @@ from pathlib import Path
 from harness import SCHEMA_VERSION
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.core.record import Energy, Memory, new_record
+from harness.core.record import CellRecord, Energy, Memory, new_record
 from harness.core.results_dir import RecordWriter, write_env
 from harness.measure.stats import latency_from_samples
 
@@ -105,32 +105,32 @@ def make_record(
     samples_ms: list[float] | None = None,
     device_mem_mib: float | None = None,
     timing_scope: str = "model",
-) -> dict:
+) -> CellRecord:
     """A complete record for cell c; an ok record carries latency, samples and memory."""
     rec = new_record(run_id, c, weights="random-init(seed=0)")
-    rec["synthetic"] = True
-    rec["status"] = status
-    rec["started_at"] = "1970-01-01T00:00:00+00:00"
+    rec.synthetic = True
+    rec.status = status
+    rec.started_at = "1970-01-01T00:00:00+00:00"
     if status == "ok" and samples_ms:
-        rec["precision_executed"] = c.precision
-        rec["precision_source"] = "synthetic"
-        rec["latency_ms"] = latency_from_samples(samples_ms, timing_scope).to_dict()
-        rec["samples_ms"] = samples_ms
-        rec["memory"] = Memory(
+        rec.precision_executed = c.precision
+        rec.precision_source = "synthetic"
+        rec.latency_ms = latency_from_samples(samples_ms, timing_scope)
+        rec.samples_ms = samples_ms
+        rec.memory = Memory(
             host_peak_rss_mib=2048.0,
             host_peak_delta_mib=300.0,
             device_peak_used_mib=device_mem_mib,
             device_peak_process_mib=device_mem_mib,
             source="synthetic",
-        ).to_dict()
-        rec["energy"] = Energy(source="synthetic").to_dict()
+        )
+        rec.energy = Energy(source="synthetic")
     elif status != "ok":
-        rec["reason"] = f"synthetic {status}"
-        rec["failure"] = {"class": "Synthetic", "stage": "run", "message": f"synthetic {status}"}
+        rec.reason = f"synthetic {status}"
+        rec.failure = {"class": "Synthetic", "stage": "run", "message": f"synthetic {status}"}
     return rec
 
 
-def write_run(root: str | Path, env: dict, records: list[dict]) -> Path:
+def write_run(root: str | Path, env: dict, records: list[CellRecord]) -> Path:
     """Write results/<run_id>/cells.jsonl and env.json under root; returns the run directory."""
     run_dir = Path(root) / env["run_id"]
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 from harness import backends
 from harness.core.axes import SIZES, TASKS
+from harness.core.record import CellRecord
 from harness.core.results_dir import Run
-from harness.report.load import number
+from harness.report.load import p50
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +39,9 @@ def order_key(value: object, known: tuple[str, ...]) -> tuple[int, str]:
     return (known.index(text), "") if text in known else (len(known), text or "~")
 
 
-def row_key(rec: dict) -> tuple:
+def row_key(rec: CellRecord) -> tuple:
     """The matrix row of a record: size and task, then head, batch and requested precision."""
-    return (
-        rec.get("size"),
-        rec.get("task"),
-        rec.get("head"),
-        rec.get("batch"),
-        rec.get("precision_requested"),
-    )
+    return (rec.size, rec.task, rec.head, rec.batch, rec.precision_requested)
 
 
 def row_sort(key: tuple) -> tuple:
@@ -61,17 +56,15 @@ def row_sort(key: tuple) -> tuple:
     )
 
 
-def is_sweep_of(rec: dict, target: dict) -> bool:
+def is_sweep_of(rec: CellRecord, target: CellRecord) -> bool:
     """A shape of the sweep run on a remedied dynamic artifact (its `remedy_of` is the dynamic probe): it is a
     cell of the dynamic matrix in its own right, not an attempt at the probe."""
-    return bool(
-        rec.get("dynamic") and rec.get("height") and target.get("dynamic") and not target.get("height")
-    )
+    return bool(rec.dynamic and rec.height and target.dynamic and not target.height)
 
 
-def workload_key(rec: dict) -> tuple:
+def workload_key(rec: CellRecord) -> tuple:
     """Everything but backend and device: records with equal keys ran the same computation."""
-    return (*row_key(rec), bool(rec.get("dynamic")), rec.get("height"), rec.get("width"))
+    return (*row_key(rec), bool(rec.dynamic), rec.height, rec.width)
 
 
 @dataclass
@@ -80,45 +73,43 @@ class RunIndex:
 
     run: Run
     position: int  # among the rendered runs, 0-based
-    cells: list[dict] = field(default_factory=list)
-    remedies: dict[str, list[dict]] = field(default_factory=dict)
-    by_id: dict[str, dict] = field(default_factory=dict)
-    _eager: dict[tuple, dict] = field(default_factory=dict)
+    cells: list[CellRecord] = field(default_factory=list)
+    remedies: dict[str, list[CellRecord]] = field(default_factory=dict)
+    by_id: dict[str, CellRecord] = field(default_factory=dict)
+    _eager: dict[tuple, CellRecord] = field(default_factory=dict)
 
     @classmethod
     def build(cls, run: Run, position: int) -> RunIndex:
         idx = cls(run=run, position=position)
-        latest: dict[str, dict] = {}
+        latest: dict[str, CellRecord] = {}
         for rec in run.records:
-            cid = str(rec.get("cell_id") or "")
+            cid = rec.cell_id
             if cid in latest:
                 log.info("%s: cell %s recorded more than once; the last record is shown", run.run_id, cid)
             latest[cid] = rec
         for cid, rec in latest.items():
-            target = rec.get("remedy_of")
+            target = rec.remedy_of
             if target and target in latest and target != cid and not is_sweep_of(rec, latest[target]):
-                idx.remedies.setdefault(str(target), []).append(rec)
+                idx.remedies.setdefault(target, []).append(rec)
             else:
                 idx.cells.append(rec)
                 idx.by_id[cid] = rec
         for rec in idx.cells:
-            if rec.get("backend") == REFERENCE_BACKEND and rec.get("status") == "ok":
-                idx._eager[(rec.get("device"), *workload_key(rec))] = rec
+            if rec.backend == REFERENCE_BACKEND and rec.status == "ok":
+                idx._eager[(rec.device, *workload_key(rec))] = rec
         return idx
 
-    def eager_for(self, rec: dict) -> dict | None:
+    def eager_for(self, rec: CellRecord) -> CellRecord | None:
         """The torch-eager record of the same workload on the same device, when it ran ok."""
-        return self._eager.get((rec.get("device"), *workload_key(rec)))
+        return self._eager.get((rec.device, *workload_key(rec)))
 
-    def working_remedy(self, rec: dict) -> dict | None:
+    def working_remedy(self, rec: CellRecord) -> CellRecord | None:
         """The fastest remedy attempt of this cell that worked, if any: ran ok, or for an export-only target
         (whose success is `exported`), exported."""
-        ok = [
-            r for r in self.remedies.get(str(rec.get("cell_id")), []) if r.get("status") in ("ok", "exported")
-        ]
-        return min(ok, key=lambda r: number(r, "latency_ms.p50") or float("inf")) if ok else None
+        ok = [r for r in self.remedies.get(rec.cell_id, []) if r.status in ("ok", "exported")]
+        return min(ok, key=lambda r: p50(r) or float("inf")) if ok else None
 
-    def all_records(self) -> list[dict]:
+    def all_records(self) -> list[CellRecord]:
         """Cells and remedy attempts together."""
         return self.cells + [r for rs in self.remedies.values() for r in rs]
 

@@ -1,9 +1,10 @@
 """The report's view of results: the run directories named on its command line, and tolerant access to record
 fields.
 
-Reading a directory is harness.core.results_dir's job (records come back as schema version 2, whatever version
-wrote them). The report reads records as plain dicts: every field may be null or absent, and unknown extra
-fields are ignored.
+Reading a directory is harness.core.results_dir's job: records come back as typed CellRecords of the current schema,
+whatever version wrote them. The report reads their fields by attribute; any figure may be null (its null reason
+says why), and the sections whose keys vary (parity, accuracy, failure, ops, scenarios, ...) are dicts, read
+tolerantly with `number` and `dig`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from harness.core.record import FAILED_STATUSES
+from harness.core.record import FAILED_STATUSES, CellRecord
 from harness.core.results_dir import UNKNOWN, Run, dig, is_results_dir, load_run
 
 log = logging.getLogger(__name__)
@@ -34,9 +35,8 @@ def load_runs(result_dirs: list[Path]) -> list[Run]:
     return runs
 
 
-def number(rec: dict, path: str) -> float | None:
-    """A numeric field, or None when absent, null, boolean or not a finite number."""
-    value = dig(rec, path)
+def finite(value: object) -> float | None:
+    """A number as a float, or None when it is null, boolean or not a finite number."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if value != value or value in (float("inf"), float("-inf")):
@@ -44,41 +44,51 @@ def number(rec: dict, path: str) -> float | None:
     return float(value)
 
 
-def null_reason(rec: dict, path: str) -> str:
+def number(section: dict | None, path: str) -> float | None:
+    """A numeric value at a dotted path of a dict section (`number(rec.accuracy, "ratio")`), or None when absent,
+    null, boolean or not a finite number."""
+    return finite(dig(section, path))
+
+
+def p50(rec: CellRecord) -> float | None:
+    """The record's model-only p50 (ms), or None when it has none."""
+    return finite(rec.latency_ms.p50) if rec.latency_ms else None
+
+
+def null_reason(rec: CellRecord, path: str) -> str:
     """Why a field holds no value: the record's own `null_reasons` (the field or a parent), else its status."""
-    reasons = rec.get("null_reasons") if isinstance(rec.get("null_reasons"), dict) else {}
     parts = path.split(".")
     for n in range(len(parts), 0, -1):
-        reason = reasons.get(".".join(parts[:n]))
+        reason = rec.null_reasons.get(".".join(parts[:n]))
         if reason:
             return str(reason)
-    status = rec.get("status")
+    status = rec.status
     if status == "skipped":
-        return f"skipped: {rec.get('reason') or 'no reason recorded'}"
+        return f"skipped: {rec.reason or 'no reason recorded'}"
     if status in FAILED_STATUSES:
-        cls = dig(rec, "failure.class")
+        cls = dig(rec.failure, "class")
         return f"{status}" + (f" ({cls})" if cls else "")
     if status == "exported":
         return "export-only target: no runtime for it on this machine"
     return "not recorded (the record gives no reason)"
 
 
-def is_failed(rec: dict) -> bool:
+def is_failed(rec: CellRecord) -> bool:
     """The record's status is one of the failed statuses (not skipped, exported or ok)."""
-    return rec.get("status") in FAILED_STATUSES
+    return rec.status in FAILED_STATUSES
 
 
-def shape_label(rec: dict) -> str:
+def shape_label(rec: CellRecord) -> str:
     """`640x640` for a static cell, `dynamic` for the dynamic probe (the run shape is shown inside the cell)."""
-    if rec.get("dynamic"):
+    if rec.dynamic:
         return "dynamic"
-    h, w = rec.get("height"), rec.get("width")
+    h, w = rec.height, rec.width
     return f"{h}x{w}" if h and w else UNKNOWN
 
 
-def run_shape(rec: dict) -> str:
+def run_shape(rec: CellRecord) -> str:
     """The shape the record actually ran at: `480x480`, or `export probe` for a dynamic record without one."""
-    h, w = rec.get("height"), rec.get("width")
+    h, w = rec.height, rec.width
     if h and w:
         return f"{h}x{w}"
-    return "export probe" if rec.get("dynamic") else UNKNOWN
+    return "export probe" if rec.dynamic else UNKNOWN
