@@ -37,6 +37,10 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.core.record import CellRecord
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -151,7 +155,7 @@ class Gpu:
             )
 
 
-def event_times(call, rounds: int, torch_stream: bool = True) -> tuple[list[float], dict]:
+def event_times(call, rounds: int, torch_stream: bool = True) -> tuple[list[float], CellRecord]:
     """`rounds` of `call` (a TimedCall) timed the way the attempt times them: the host clock around the call wrapped
     by the CUDA-event tracker. Returns the host times (ms) and what the tracker filled (device_latency_ms,
     device_samples_ms, or their null reasons)."""
@@ -166,19 +170,28 @@ def event_times(call, rounds: int, torch_stream: bool = True) -> tuple[list[floa
     t.start_timed()
     host = loop_timer(wrapped, rounds)
     t.stop(rounds)
-    rec: dict = {}
+    rec = blank_record()
     t.fill(rec)
     return host, rec
 
 
-def event_checks(row: Row, host_ms: list[float], rec: dict) -> None:
+def blank_record() -> CellRecord:
+    """A record for a tracker to fill outside a cell's attempt (the self-checks): every figure null."""
+    from harness.core.axes import Shape
+    from harness.core.cell import Cell
+    from harness.core.record import new_record
+
+    return new_record("gpu-check", Cell("n", "detect", "e2e", "torch-eager", "cuda", Shape(640, 640)), "none")
+
+
+def event_checks(row: Row, host_ms: list[float], rec: CellRecord) -> None:
     """The tracker's device time per round: present, positive, and within the host time of the same round."""
-    device = rec.get("device_samples_ms")
-    if not device:
-        why = (rec.get("null_reasons") or {}).get("device_latency_ms", "no device times")
+    device = rec.device_samples_ms
+    if not device or rec.device_latency_ms is None:
+        why = rec.null_reasons.get("device_latency_ms", "no device times")
         row.checks.append(f"VIOLATED: CUDA-event tracker gave no device times ({why})")
         return
-    row.p50_ms, row.device_p50_ms = median(host_ms), rec["device_latency_ms"]["p50"]
+    row.p50_ms, row.device_p50_ms = median(host_ms), rec.device_latency_ms.p50
     worst = max(d - h for d, h in zip(device, host_ms, strict=True))
     ok = all(d > 0 for d in device) and worst <= 0.05
     row.checks.append(f"{'ok' if ok else 'VIOLATED'}: 0 < device ms <= host ms (+0.05) in every round")
@@ -213,23 +226,23 @@ def self_check(gpu: Gpu) -> list[Row]:
     tracker.stop(1)
     s.stop()
     gpu.memory_checks(row, s, upper_bound=True)
-    rec: dict = {}
+    rec = blank_record()
     tracker.fill(rec)
-    mem, nr = rec["memory"], rec.get("null_reasons", {})
-    for key, low in (
-        ("device_peak_used_mib", 1024),
-        ("device_peak_process_mib", 1024),
-        ("torch_max_allocated_mib", 1024),
-        ("torch_max_reserved_mib", 1024),
+    mem, nr = rec.memory, rec.null_reasons
+    assert mem is not None  # the GPU memory tracker always fills its section
+    for key, v, low in (
+        ("device_peak_used_mib", mem.device_peak_used_mib, 1024),
+        ("device_peak_process_mib", mem.device_peak_process_mib, 1024),
+        ("torch_max_allocated_mib", mem.torch_max_allocated_mib, 1024),
+        ("torch_max_reserved_mib", mem.torch_max_reserved_mib, 1024),
     ):
-        v = mem.get(key)
         if v is None:
             row.checks.append(f"VIOLATED: tracker {key} is null ({nr.get('memory.' + key)})")
         else:
             # 2 GiB above: room for allocator rounding and driver bookkeeping; a unit slip lands far outside
             ok = low <= v <= low + 2048
             row.checks.append(f"{'ok' if ok else 'VIOLATED'}: tracker {key} {v:.0f} in [{low}, {low + 2048}]")
-    snap = rec.get("gpu_snapshot")
+    snap = rec.gpu_snapshot
     row.checks.append(
         f"{'ok' if snap else 'VIOLATED'}: gpu_snapshot "
         + (f"sm {snap.get('sm_clock_mhz')} MHz" if snap else str(nr.get("gpu_snapshot")))
@@ -297,20 +310,20 @@ def energy_check(tracker, work, sync, seconds: float = 1.0) -> Row:
         n += 1
     sync()
     tracker.stop(n)
-    rec: dict = {}
+    rec = blank_record()
     tracker.fill(rec)
-    e = rec["energy"]
-    if e["per_inference_j"] is None:
-        why = rec["null_reasons"]["energy.per_inference_j"]
+    e = rec.energy
+    assert e is not None  # the energy tracker always fills its section
+    if e.per_inference_j is None:
+        why = rec.null_reasons["energy.per_inference_j"]
         if "not readable on this GPU" in why:
             row.status, row.note = "not supported", why
         else:
             row.checks.append(f"VIOLATED: no energy figure ({why})")
         return row
-    row.note = (
-        f"{e['per_inference_j'] * 1000:.2f} mJ/call over {e['window_s']:.2f} s, {e['inferences']} calls"
-    )
-    ok = e["per_inference_j"] > 0 and e["inferences"] == n and e["window_s"] >= seconds
+    window = e.window_s or 0.0  # set with the figure
+    row.note = f"{e.per_inference_j * 1000:.2f} mJ/call over {window:.2f} s, {e.inferences} calls"
+    ok = e.per_inference_j > 0 and e.inferences == n and window >= seconds
     row.checks.append(f"{'ok' if ok else 'VIOLATED'}: energy > 0 over the whole window")
     return row
 
@@ -348,37 +361,46 @@ def cell_plan(sizes: list[str], shape: int) -> list:
     return plan
 
 
-def record_checks(row: Row, rec: dict, torch_allocator: bool) -> None:
+def record_checks(row: Row, rec: CellRecord, torch_allocator: bool) -> None:
     """What the attempt's GPU trackers wrote into a cuda cell's record: every figure present (or a reason that is a
     property of the GPU), device time within host time, and figures consistent with the independent sampler."""
-    nr = rec.get("null_reasons") or {}
-    mem = rec.get("memory") or {}
-    lat, dev = rec.get("latency_ms"), rec.get("device_latency_ms")
+    from harness.core.record import Memory
+
+    nr = rec.null_reasons
+    mem = rec.memory or Memory()
+    lat, dev = rec.latency_ms, rec.device_latency_ms
     if dev is None:
         row.checks.append(f"VIOLATED: device_latency_ms null ({nr.get('device_latency_ms')})")
     else:
-        row.device_p50_ms = dev["p50"]
-        ok = lat is not None and dev["p50"] <= lat["p50"] + 0.05
+        row.device_p50_ms = dev.p50
+        ok = lat is not None and dev.p50 <= lat.p50 + 0.05
         row.checks.append(f"{'ok' if ok else 'VIOLATED'}: device p50 <= host p50 (+0.05)")
-    keys = ["device_peak_used_mib", "device_peak_process_mib"]
-    keys += ["torch_max_allocated_mib", "torch_max_reserved_mib"] if torch_allocator else []
-    for key in keys:
-        if mem.get(key) is None:
+    figures = {
+        "device_peak_used_mib": mem.device_peak_used_mib,
+        "device_peak_process_mib": mem.device_peak_process_mib,
+    }
+    if torch_allocator:
+        figures.update(
+            torch_max_allocated_mib=mem.torch_max_allocated_mib,
+            torch_max_reserved_mib=mem.torch_max_reserved_mib,
+        )
+    for key, value in figures.items():
+        if value is None:
             row.checks.append(f"VIOLATED: memory.{key} null ({nr.get('memory.' + key)})")
-    proc = mem.get("device_peak_process_mib")
+    proc = mem.device_peak_process_mib
     if proc is not None and row.nvml_process_peak_mb is not None:
         # over its baseline, the tracker's figure cannot exceed the absolute peak (64 MiB for sampling jitter)
         ok = 0 < proc <= row.nvml_process_peak_mb + 64
         row.checks.append(
             f"{'ok' if ok else 'VIOLATED'}: record process peak {proc:.0f} MiB in (0, absolute peak + 64]"
         )
-    energy = (rec.get("energy") or {}).get("per_inference_j")
+    energy = rec.energy.per_inference_j if rec.energy else None
     why = nr.get("energy.per_inference_j", "")
     if energy is None and "not readable on this GPU" not in why:
         row.checks.append(f"VIOLATED: energy.per_inference_j null ({why})")
     elif energy is not None:
         row.note = f"{energy * 1000:.2f} mJ/inference" + (f"; {row.note}" if row.note else "")
-    if rec.get("gpu_snapshot") is None:
+    if rec.gpu_snapshot is None:
         row.checks.append(f"VIOLATED: gpu_snapshot null ({nr.get('gpu_snapshot')})")
 
 
@@ -416,18 +438,18 @@ def run_cells(
             rec = runner.run_cell(cell)  # the attempt's trackers fill the GPU figures
         finally:
             sampler.stop()
-        row.status = rec["status"]
-        row.note = (rec.get("reason") or "")[:160]
-        if rec.get("latency_ms"):
-            row.p50_ms = rec["latency_ms"]["p50"]
-        if rec["status"] in ("ok", "parity_failed"):
+        row.status = rec.status
+        row.note = (rec.reason or "")[:160]
+        if rec.latency_ms:
+            row.p50_ms = rec.latency_ms.p50
+        if rec.status in ("ok", "parity_failed"):
             allocator = cell.backend in TORCH_ALLOCATOR_BACKENDS
             gpu.memory_checks(row, sampler, upper_bound=allocator)
             record_checks(row, rec, torch_allocator=allocator)
-            if rec["status"] == "parity_failed":
-                row.checks.append(f"VIOLATED: parity {rec['reason']}")
-            if backends.get(cell.backend).exports and rec.get("export_s") is not None:
-                row.note = f"export {rec['export_s']:.1f}s " + row.note
+            if rec.status == "parity_failed":
+                row.checks.append(f"VIOLATED: parity {rec.reason}")
+            if backends.get(cell.backend).exports and rec.export_s is not None:
+                row.note = f"export {rec.export_s:.1f}s " + row.note
         rows.append(row)
     return rows
 

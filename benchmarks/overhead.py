@@ -74,8 +74,8 @@ def main(argv=None) -> int:
             )
             cr = CellRunner(cfg, progress=lambda m: None)
             rec = cr.run_cell(Cell(a.size, "detect", "e2e", backend, "cpu", shape))
-            if rec["status"] != "ok":
-                print(f"{backend}: {rec['status']}: {rec['reason']}")
+            if rec.status != "ok":
+                print(f"{backend}: {rec.status}: {rec.reason}")
                 return 1
             x = cr.last_runner.prepare(letterboxed(shape.height, shape.width, 1))
             if backend == "onnxruntime":
@@ -84,9 +84,10 @@ def main(argv=None) -> int:
             for _ in range(5):
                 fn()
             bare = bare_loop(fn, a.rounds)
-            h = rec["latency_ms"]["p50"]
+            assert rec.latency_ms is not None  # an ok cell was timed
+            h = rec.latency_ms.p50
             ratios.append(h / bare)
-            print(f"{backend:<12} {i:>6} {rec['threads']!s:>7} {h:>12.3f} {bare:>10.3f} {h / bare:>7.3f}")
+            print(f"{backend:<12} {i:>6} {rec.threads!s:>7} {h:>12.3f} {bare:>10.3f} {h / bare:>7.3f}")
         med = statistics.median(ratios)
         worst = max(worst, abs(med - 1))
         print(f"{backend:<12} median ratio harness/bare = {med:.3f}")

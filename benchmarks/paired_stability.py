@@ -19,15 +19,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.core.record import CellRecord
 from harness.core.results_dir import read_env, read_records
 
 
-def _ok(run_dir: Path) -> dict[str, dict]:
-    return {
-        r["cell_id"]: r
-        for r in read_records(run_dir)
-        if r.get("status") == "ok" and not r.get("remedy") and r.get("latency_ms")
-    }
+def _ok(run_dir: Path) -> dict[str, CellRecord]:
+    return {r.cell_id: r for r in read_records(run_dir) if r.status == "ok" and not r.remedy and r.latency_ms}
 
 
 def _canary(run_dir: Path) -> str:
@@ -50,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     rows, p50_changes = [], []
     for cid in sorted(set(ra) & set(rb)):
         x, y = ra[cid], rb[cid]
-        p50_changes.append((y["latency_ms"]["p50"] / x["latency_ms"]["p50"] - 1.0, cid))
-        px, py = x.get("paired") or {}, y.get("paired") or {}
+        assert x.latency_ms and y.latency_ms  # _ok keeps records with a latency
+        p50_changes.append((y.latency_ms.p50 / x.latency_ms.p50 - 1.0, cid))
+        px, py = x.paired or {}, y.paired or {}
         if not px or not py or px.get("reference") == cid:
             continue
         if px.get("reference") != py.get("reference") or px.get("ratio") is None or py.get("ratio") is None:

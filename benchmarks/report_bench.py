@@ -20,7 +20,7 @@ from pathlib import Path
 from harness import SCHEMA_VERSION
 from harness.core.axes import GFLOPS_640, Shape
 from harness.core.cell import Cell
-from harness.core.record import Energy, Memory, new_record
+from harness.core.record import CellRecord, Energy, Memory, new_record, set_null
 from harness.core.results_dir import RecordWriter, write_env
 from harness.measure.stats import latency_from_samples
 
@@ -33,11 +33,12 @@ TRACEBACK = "".join(
 )
 
 
-def _record(run_id: str, cell: Cell, rng: random.Random, status: str, device_gpu: bool) -> dict:
+def _record(run_id: str, cell: Cell, rng: random.Random, status: str, device_gpu: bool) -> CellRecord:
     rec = new_record(run_id, cell, "random-init:0")
-    rec.update(
-        status=status, started_at="2026-11-20T10:00:00+00:00", duration_s=3.0, log=f"logs/{cell.id}.log"
-    )
+    rec.status = status
+    rec.started_at = "2026-11-20T10:00:00+00:00"
+    rec.duration_s = 3.0
+    rec.log = f"logs/{cell.id}.log"
     if status in ("ok", "parity_failed"):
         base = (
             GFLOPS_640[cell.size]
@@ -47,44 +48,38 @@ def _record(run_id: str, cell: Cell, rng: random.Random, status: str, device_gpu
         )
         samples = [base * (1 + abs(rng.gauss(0, 0.04))) for _ in range(50)]
         lat = latency_from_samples(samples, "model only")
-        rec.update(
-            latency_ms=lat.to_dict(),
-            samples_ms=samples,
-            throughput_ips=1000 / lat.p50,
-            first_run_ms=lat.p50 * 3,
-            export_s=rng.uniform(2, 60),
-            load_s=rng.uniform(0.1, 2),
-            precision_executed=cell.precision,
-            precision_source="synthetic",
-            threads=16,
-            threads_requested=16,
-            memory=Memory(
-                host_peak_rss_mib=rng.uniform(500, 3000),
-                host_peak_delta_mib=rng.uniform(50, 900),
-                device_peak_used_mib=rng.uniform(400, 4000) if device_gpu else None,
-                device_peak_process_mib=rng.uniform(100, 3000) if device_gpu else None,
-                source="psutil RSS at 100 Hz" + ("; NVML at 100 Hz" if device_gpu else ""),
-            ).to_dict(),
-            energy=Energy(
-                per_inference_j=rng.uniform(0.1, 3) if device_gpu else None,
-                window_s=2.0 if device_gpu else None,
-                inferences=50 if device_gpu else None,
-                source="NVML total energy counter" if device_gpu else "",
-            ).to_dict(),
+        rec.latency_ms = lat
+        rec.samples_ms = samples
+        rec.throughput_ips = 1000 / lat.p50
+        rec.first_run_ms = lat.p50 * 3
+        rec.export_s = rng.uniform(2, 60)
+        rec.load_s = rng.uniform(0.1, 2)
+        rec.precision_executed = cell.precision
+        rec.precision_source = "synthetic"
+        rec.threads = 16
+        rec.threads_requested = 16
+        rec.memory = Memory(
+            host_peak_rss_mib=rng.uniform(500, 3000),
+            host_peak_delta_mib=rng.uniform(50, 900),
+            device_peak_used_mib=rng.uniform(400, 4000) if device_gpu else None,
+            device_peak_process_mib=rng.uniform(100, 3000) if device_gpu else None,
+            source="psutil RSS at 100 Hz" + ("; NVML at 100 Hz" if device_gpu else ""),
         )
-        rec["null_reasons"].update(
-            {"memory.torch_max_allocated_mib": "torch CUDA allocator not used by this cell"}
+        rec.energy = Energy(
+            per_inference_j=rng.uniform(0.1, 3) if device_gpu else None,
+            window_s=2.0 if device_gpu else None,
+            inferences=50 if device_gpu else None,
+            source="NVML total energy counter" if device_gpu else "",
         )
+        set_null(rec, "memory.torch_max_allocated_mib", "torch CUDA allocator not used by this cell")
     elif status == "skipped":
-        rec["reason"] = "excluded: not selected on this machine (matrix.yaml)"
+        rec.reason = "excluded: not selected on this machine (matrix.yaml)"
     elif status == "exported":
-        rec.update(
-            export_s=rng.uniform(20, 90),
-            artifact_bytes=int(rng.uniform(9e6, 2e8)),
-            ops={"delegated": 660, "fallback": 2, "fallback_ops": ["aten.topk.default"]},
-        )
+        rec.export_s = rng.uniform(20, 90)
+        rec.artifact_bytes = int(rng.uniform(9e6, 2e8))
+        rec.ops = {"delegated": 660, "fallback": 2, "fallback_ops": ["aten.topk.default"]}
     else:
-        rec["failure"] = {
+        rec.failure = {
             "class": rng.choice(["unsupported_op", "guard_violation", "compile_error"]),
             "stage": "export",
             "message": "Traceback (most recent call last):\n"
@@ -94,9 +89,9 @@ def _record(run_id: str, cell: Cell, rng: random.Random, status: str, device_gpu
             "guards": [],
             "suggested_fix": None,
             "exception_type": "torch._inductor.exc.LoweringException",
-            "log": rec["log"],
+            "log": rec.log,
         }
-        rec["reason"] = "LoweringException"
+        rec.reason = "LoweringException"
     return rec
 
 
@@ -142,14 +137,14 @@ def write_run(root: Path, run_id: str, gpu: bool, n_cells: int, rng: random.Rand
                     else "ok"
                 )
                 rec = _record(run_id, cell, rng, status, gpu)
-                (run_dir / rec["log"]).write_text(TRACEBACK)
+                (run_dir / str(rec.log)).write_text(TRACEBACK)
                 writer.write(rec)
                 written += 1
                 if status == "export_failed" and written < n_cells:
                     remedy = _record(run_id, cell, rng, "ok", gpu)
-                    remedy.update(
-                        cell_id=cell.id + "-remedy-backbone-only", remedy="backbone-only", remedy_of=cell.id
-                    )
+                    remedy.cell_id = cell.id + "-remedy-backbone-only"
+                    remedy.remedy = "backbone-only"
+                    remedy.remedy_of = cell.id
                     writer.write(remedy)
                     written += 1
     env = {

@@ -10,6 +10,7 @@ def test_cell(cell, bench_session, benchmark):
     rec = run_cell_test(cell, bench_session, benchmark)
     if bench_session.config.getoption("update_expected"):
         return
-    assert rec["status"] in ("ok", "exported"), rec["reason"]
-    if rec["status"] == "ok" and not rec["dynamic"]:
-        assert rec["latency_ms"]["p50"] > 0 and rec["parity"]["ok"]
+    assert rec.status in ("ok", "exported"), rec.reason
+    if rec.status == "ok" and not rec.dynamic:
+        assert rec.latency_ms is not None and rec.latency_ms.p50 > 0
+        assert rec.parity is not None and rec.parity["ok"]

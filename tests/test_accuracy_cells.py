@@ -35,17 +35,17 @@ def _run(runner: CellRunner, backends=BACKENDS) -> dict[str, dict]:
 def test_standin_cells_score_their_map_against_the_reference(tmp_path, cache_dir):
     recs = _run(_runner(tmp_path, cache_dir, accuracy_images=16))
     ref = recs["torch-eager"]
-    assert ref["weights"].startswith("standin:")
+    assert ref.weights.startswith("standin:")
     for backend, rec in recs.items():
-        assert rec["status"] == "ok", rec["reason"]
-        acc = rec["accuracy"]
+        assert rec.status == "ok", rec.reason
+        acc = rec.accuracy
         assert acc["images"] == 16 and acc["dataset"].endswith("data.yaml")
-        assert acc["reference_map50_95"] == ref["accuracy"]["map50_95"] > 0.2  # a trained model, not noise
+        assert acc["reference_map50_95"] == ref.accuracy["map50_95"] > 0.2  # a trained model, not noise
         assert acc["ratio"] == pytest.approx(acc["map50_95"] / acc["reference_map50_95"])
         assert acc["ratio"] > 0.99 and acc["tier"] == "within 99%", (backend, acc)
-        assert rec["calibration"] is None and "nothing is calibrated" in rec["null_reasons"]["calibration"]
+        assert rec.calibration is None and "nothing is calibrated" in rec.null_reasons["calibration"]
         assert unexplained_nulls(rec) == []
-    assert ref["accuracy"]["ratio"] == 1.0  # the torch-eager fp32 cell is the reference
+    assert ref.accuracy["ratio"] == 1.0  # the torch-eager fp32 cell is the reference
 
 
 @pytest.mark.slow
@@ -53,23 +53,21 @@ def test_standin_cells_score_their_map_against_the_reference(tmp_path, cache_dir
 def test_a_runner_whose_outputs_are_spoiled_loses_its_accuracy_tier(tmp_path, cache_dir, monkeypatch):
     monkeypatch.setenv(CORRUPT_ENV, "onnxruntime=shift-classes")
     recs = _run(_runner(tmp_path, cache_dir, accuracy_images=16))
-    assert (
-        recs["onnxruntime"]["status"] == "parity_failed"
-    )  # parity sees it too; accuracy still says how much
-    acc = recs["onnxruntime"]["accuracy"]
+    assert recs["onnxruntime"].status == "parity_failed"  # parity sees it too; accuracy still says how much
+    acc = recs["onnxruntime"].accuracy
     assert acc["ratio"] < 0.95 and acc["tier"] == "below 95%", acc
-    assert recs["torch-eager"]["accuracy"]["ratio"] == 1.0
+    assert recs["torch-eager"].accuracy["ratio"] == 1.0
 
 
 @pytest.mark.slow
 @pytest.mark.export
 def test_random_weights_and_switched_off_accuracy_are_nulls_with_reasons(tmp_path, cache_dir):
     rec = _run(_runner(tmp_path, cache_dir, standin=False, run_id="a"), ("onnxruntime",))["onnxruntime"]
-    assert rec["weights"] == "random-init:0" and rec["accuracy"] is None
-    assert "their mAP means nothing" in rec["null_reasons"]["accuracy"]
+    assert rec.weights == "random-init:0" and rec.accuracy is None
+    assert "their mAP means nothing" in rec.null_reasons["accuracy"]
     rec = _run(_runner(tmp_path, cache_dir, accuracy=False, run_id="b"), ("onnxruntime",))["onnxruntime"]
-    assert rec["weights"].startswith("standin:") and rec["accuracy"] is None
-    assert "--no-accuracy" in rec["null_reasons"]["accuracy"]
+    assert rec.weights.startswith("standin:") and rec.accuracy is None
+    assert "--no-accuracy" in rec.null_reasons["accuracy"]
 
 
 def test_tiers():

@@ -76,7 +76,7 @@ def golden(tmp_path_factory) -> Path:
     """A cache with one real export (yolo26n detect e2e, ONNX Runtime, 160x160) that the tests copy."""
     cache = tmp_path_factory.mktemp("golden-cache")
     rec = _runner(tmp_path_factory.mktemp("golden-results"), cache, "golden").run_cell(CELL)
-    assert rec["status"] == "ok" and rec["cache_hit"] is False, rec["reason"]
+    assert rec.status == "ok" and rec.cache_hit is False, rec.reason
     return cache
 
 
@@ -87,19 +87,19 @@ def golden(tmp_path_factory) -> Path:
 @pytest.mark.export
 def test_truncated_cached_artifact_is_reexported_not_remedied(golden, tmp_path):
     cache = _with_checkpoint(golden, tmp_path / "cache")
-    assert _runner(tmp_path, cache, "first").run_cell(CELL)["cache_hit"] is False
+    assert _runner(tmp_path, cache, "first").run_cell(CELL).cache_hit is False
     onnx = _onnx(cache)
     with open(onnx, "r+b") as f:  # what a full disk or a killed copy leaves
         f.truncate(onnx.stat().st_size // 2)
     messages: list[str] = []
     recs = _runner(tmp_path, cache, "second", messages).run_cell_all(CELL)
-    assert [r["cell_id"] for r in recs] == [CELL.id], "no remedy ran: the corrupt entry is not a finding"
+    assert [r.cell_id for r in recs] == [CELL.id], "no remedy ran: the corrupt entry is not a finding"
     (rec,) = recs
-    assert rec["status"] == "ok", rec["reason"]
-    assert rec["cache_hit"] is False
-    assert "content hash mismatch" in rec["export_origin"] and onnx.name in rec["export_origin"]
+    assert rec.status == "ok", rec.reason
+    assert rec.cache_hit is False
+    assert "content hash mismatch" in rec.export_origin and onnx.name in rec.export_origin
     assert any("content hash mismatch" in m and "exporting again" in m for m in messages), messages
-    assert "content hash mismatch" in (tmp_path / "second" / rec["log"]).read_text()
+    assert "content hash mismatch" in (tmp_path / "second" / rec.log).read_text()
     assert onnx.stat().st_size > 1_000_000  # the entry holds the fresh export again
 
 
@@ -114,8 +114,8 @@ def test_copied_cache_dir_runs_its_own_artifacts(golden, tmp_path):
     meta = (_entries(second)[0] / META).read_text()
     assert str(golden) not in meta and str(first) not in meta, "paths are stored relative to the entry"
     rec = _runner(tmp_path, second, "copied").run_cell(CELL)
-    assert rec["status"] == "ok" and rec["cache_hit"] is True, rec["reason"]
-    assert Path(rec["artifact"]).resolve().is_relative_to(second.resolve()), rec["artifact"]
+    assert rec.status == "ok" and rec.cache_hit is True, rec.reason
+    assert Path(rec.artifact).resolve().is_relative_to(second.resolve()), rec.artifact
     assert len(_entries(second)) == 1
 
 
@@ -143,12 +143,12 @@ def test_cached_artifact_that_fails_to_load_is_reexported_once_before_any_remedy
     _corrupt_undetectably(cache)
     messages: list[str] = []
     recs = _runner(tmp_path, cache, "r", messages, memory_rounds=memory_rounds).run_cell_all(CELL)
-    assert [r["cell_id"] for r in recs] == [CELL.id], "no remedy ran"
+    assert [r.cell_id for r in recs] == [CELL.id], "no remedy ran"
     (rec,) = recs
-    assert rec["status"] == "ok", rec["reason"]
+    assert rec.status == "ok", rec.reason
     what = "failed to load" if stage == "load" else "failed its probe"
-    assert f"the cached artifact {what}" in rec["reason"] and "re-exported before any remedy" in rec["reason"]
-    assert rec["cache_hit"] is False and "re-exported before any remedy" in rec["export_origin"]
+    assert f"the cached artifact {what}" in rec.reason and "re-exported before any remedy" in rec.reason
+    assert rec.cache_hit is False and "re-exported before any remedy" in rec.export_origin
     assert sum("exporting (onnxruntime)" in m for m in messages) == 1, messages
 
 
@@ -173,11 +173,11 @@ def test_cached_artifact_known_to_fail_fresh_is_not_reexported(golden, tmp_path,
     messages: list[str] = []
     rec = _runner(tmp_path, cache, "r", messages, remedies=False).run_cell(CELL)
     if noted_content == "this":
-        assert rec["status"] in FAILED_STATUSES and rec["cache_hit"] is True, rec["reason"]
-        assert rec["failure"]["stage"] == "run"  # its probe failed, and the failure stands
+        assert rec.status in FAILED_STATUSES and rec.cache_hit is True, rec.reason
+        assert rec.failure["stage"] == "run"  # its probe failed, and the failure stands
         assert not any("exporting" in m for m in messages), messages
     else:
-        assert rec["status"] == "ok" and rec["cache_hit"] is False, rec["reason"]
+        assert rec.status == "ok" and rec.cache_hit is False, rec.reason
         assert sum("exporting (onnxruntime)" in m for m in messages) == 1, messages
 
 
@@ -194,7 +194,7 @@ def test_fresh_export_that_fails_to_load_is_noted_in_its_entry(golden, tmp_path,
     cache = _with_checkpoint(golden, tmp_path / "cache")
     kw = {"memory_rounds": 0, "isolate_first_run": False, "remedies": False}
     rec = _runner(tmp_path, cache, "fresh", **kw).run_cell(CELL)
-    assert rec["status"] == "load_failed" and rec["cache_hit"] is False
+    assert rec.status == "load_failed" and rec.cache_hit is False
     meta = json.loads((_entries(cache)[0] / META).read_text())
     assert meta["fresh_failure"]["stage"] == "load" and "refuses" in meta["fresh_failure"]["reason"]
     messages: list[str] = []
@@ -221,8 +221,8 @@ Path(results, run_id + ".ready").touch()
 while not Path(go).exists():
     time.sleep(0.005)
 rec = runner.run_cell(cell)
-print(json.dumps({"status": rec["status"], "reason": rec["reason"], "cache_hit": rec["cache_hit"],
-                  "artifact": rec["artifact"], "messages": messages}))
+print(json.dumps({"status": rec.status, "reason": rec.reason, "cache_hit": rec.cache_hit,
+                  "artifact": rec.artifact, "messages": messages}))
 """
 
 
@@ -274,7 +274,7 @@ def test_failure_under_a_memory_limit_is_not_replayed_without_it(golden, tmp_pat
     assert limited["status"] in ("export_failed", "crashed"), limited["reason"]
     messages: list[str] = []
     rec = _runner(tmp_path, cache, "unlimited", messages).run_cell(CELL)
-    assert rec["status"] == "ok" and rec["cache_hit"] is False, rec["reason"]
+    assert rec.status == "ok" and rec.cache_hit is False, rec.reason
 
 
 # ---- the cache's rules on small files --------------------------------------------------------------------------

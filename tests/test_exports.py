@@ -35,26 +35,24 @@ def bmf(tmp_path_factory) -> dict:
 
 def test_bencher_export_of_the_sample_validates(bmf):
     assert conforms(bmf) == []
-    records = {r["cell_id"]: r for r in read_records(SAMPLE)}
-    ok = {cid for cid, r in records.items() if r["status"] == "ok"}
+    records = {r.cell_id: r for r in read_records(SAMPLE)}
+    ok = {cid for cid, r in records.items() if r.status == "ok"}
     assert set(bmf) == ok  # one benchmark per measured cell; skipped cells carry no figure and are left out
     cid = "yolo26n-detect-e2e-onnxruntime-cpu-640x640-b1-fp32"
     rec = records[cid]
     lat = bmf[cid]["latency"]
-    assert lat["value"] == pytest.approx(rec["latency_ms"]["p50"] * 1e6)
-    assert [lat["lower_value"], lat["upper_value"]] == pytest.approx(
-        [v * 1e6 for v in rec["latency_ms"]["p50_ci"]]
-    )
-    assert bmf[cid]["throughput"]["value"] == pytest.approx(rec["throughput_ips"])
-    assert bmf[cid]["host-peak-rss-mib"]["value"] == pytest.approx(rec["memory"]["host_peak_rss_mib"])
+    assert lat["value"] == pytest.approx(rec.latency_ms.p50 * 1e6)
+    assert [lat["lower_value"], lat["upper_value"]] == pytest.approx([v * 1e6 for v in rec.latency_ms.p50_ci])
+    assert bmf[cid]["throughput"]["value"] == pytest.approx(rec.throughput_ips)
+    assert bmf[cid]["host-peak-rss-mib"]["value"] == pytest.approx(rec.memory.host_peak_rss_mib)
 
 
 def test_nulls_are_left_out_not_invented(bmf):
-    records = {r["cell_id"]: r for r in read_records(SAMPLE)}
+    records = {r.cell_id: r for r in read_records(SAMPLE)}
     for cid, measures in bmf.items():
         rec = records[cid]
-        assert ("latency-e2e-p99" in measures) == (rec["latency_e2e_ms"]["p99"] is not None)
-        assert ("map-ratio" in measures) == ((rec.get("accuracy") or {}).get("ratio") is not None)
+        assert ("latency-e2e-p99" in measures) == (rec.latency_e2e_ms.p99 is not None)
+        assert ("map-ratio" in measures) == ((rec.accuracy or {}).get("ratio") is not None)
     # the sample has both kinds, so each branch above was taken
     assert any("latency-e2e-p99" not in m for m in bmf.values())
     assert any("map-ratio" in m for m in bmf.values()) and any("map-ratio" not in m for m in bmf.values())
@@ -93,11 +91,11 @@ def test_csv_has_one_row_per_cell_and_reads_in_pandas(tmp_path):
     assert main([str(SAMPLE), "--format", "csv", "-o", str(out)]) == 0
     df = pd.read_csv(out)
     records = read_records(SAMPLE)
-    assert len(df) == len({r["cell_id"] for r in records}) and df["cell_id"].is_unique
+    assert len(df) == len({r.cell_id for r in records}) and df["cell_id"].is_unique
     row = df.set_index("cell_id").loc["yolo26n-detect-e2e-openvino-cpu-640x640-b1-fp32"]
-    rec = next(r for r in records if r["cell_id"] == row.name)
-    assert row["latency_p50_ms"] == pytest.approx(rec["latency_ms"]["p50"])
-    assert row["latency_p50_ci_low_ms"] == pytest.approx(rec["latency_ms"]["p50_ci"][0])
+    rec = next(r for r in records if r.cell_id == row.name)
+    assert row["latency_p50_ms"] == pytest.approx(rec.latency_ms.p50)
+    assert row["latency_p50_ci_low_ms"] == pytest.approx(rec.latency_ms.p50_ci[0])
     assert row["backend"] == "openvino" and row["status"] == "ok"
     skipped = df[df["status"] == "skipped"]
     assert len(skipped) and skipped["latency_p50_ms"].isna().all()  # a null is an empty field, not 0

@@ -15,9 +15,17 @@ import pytest
 from harness import backends
 from harness.core.axes import Shape
 from harness.core.cell import Cell
+from harness.core.record import CellRecord, new_record
 from harness.execute.runner import CellRunner, RunConfig
 
 S320 = Shape(320, 320)
+
+
+def _blank() -> CellRecord:
+    """A CUDA cell's fresh record, for a tracker to fill."""
+    return new_record(
+        "r", Cell("n", "detect", "e2e", "torch-eager", "cuda", Shape(320, 320)), "random-init:0"
+    )
 
 
 def _cuda_available() -> bool:
@@ -61,9 +69,9 @@ def test_a_gpu_cell_through_the_runner_is_a_skip_with_its_reason(tmp_path, cache
         RunConfig(run_id="gpu-skip", results_dir=tmp_path, cache_dir=cache_dir), progress=lambda m: None
     )
     rec = r.run_cell(Cell("n", "detect", "e2e", "tensorrt", "cuda", S320))
-    assert rec["status"] == "skipped" and "tensorrt is not importable" in rec["reason"]
+    assert rec.status == "skipped" and "tensorrt is not importable" in rec.reason
     rec = r.run_cell(Cell("n", "detect", "e2e", "executorch-cuda", "cuda", S320))
-    assert rec["status"] == "skipped" and "sees none" in rec["reason"]
+    assert rec.status == "skipped" and "sees none" in rec.reason
 
 
 @cpu_machine
@@ -309,13 +317,13 @@ def test_cuda_event_tracker_splits_the_round_before_the_wait_on_torch_stream(tor
     assert cuda.log == order * 3
     t.stop(3)
     call()  # after the timed rounds (not recorded)
-    rec = {}
+    rec = _blank()
     t.fill(rec)
-    lat = rec["device_latency_ms"]
-    assert rec["device_samples_ms"] == [device_ms] * 3
-    assert lat["p50"] == device_ms and lat["rounds"] == 3
-    assert lat["timing_scope"] == (TORCH_STREAM_SCOPE if torch_stream else SYNCED_SCOPE)
-    assert "null_reasons" not in rec
+    lat = rec.device_latency_ms
+    assert rec.device_samples_ms == [device_ms] * 3
+    assert lat.p50 == device_ms and lat.rounds == 3
+    assert lat.timing_scope == (TORCH_STREAM_SCOPE if torch_stream else SYNCED_SCOPE)
+    assert rec.null_reasons == {}
 
 
 def test_cuda_event_tracker_on_a_plain_call_spans_the_whole_call():
@@ -329,10 +337,10 @@ def test_cuda_event_tracker_on_a_plain_call_spans_the_whole_call():
     t.start_timed()
     call()
     t.stop(1)
-    rec = {}
+    rec = _blank()
     t.fill(rec)
     assert cuda.log == ["event", "run", "wait", "event", "sync"]
-    assert rec["device_samples_ms"] == [3.0] and rec["device_latency_ms"]["timing_scope"] == SYNCED_SCOPE
+    assert rec.device_samples_ms == [3.0] and rec.device_latency_ms.timing_scope == SYNCED_SCOPE
 
 
 def test_cuda_event_tracker_null_reasons():
@@ -344,18 +352,16 @@ def test_cuda_event_tracker_null_reasons():
     t.start_timed()
     call()
     t.stop(2)  # the timer ran the call once for two rounds: the events are not the rounds
-    t.fill(rec := {})
-    assert rec["device_latency_ms"] is None
-    assert (
-        rec["null_reasons"]["device_latency_ms"] == "1 CUDA event pairs for 2 timed rounds: they do not match"
-    )
+    t.fill(rec := _blank())
+    assert rec.device_latency_ms is None
+    assert rec.null_reasons["device_latency_ms"] == "1 CUDA event pairs for 2 timed rounds: they do not match"
     t.start_timed()
     t.stop(0)
-    t.fill(rec := {})
-    assert rec["null_reasons"]["device_samples_ms"] == "no timed round completed"
+    t.fill(rec := _blank())
+    assert rec.null_reasons["device_samples_ms"] == "no timed round completed"
     t = CudaEventTracker(cuda=cuda)
-    t.fill(rec := {})  # load failed: the attempt fills without timed rounds
-    assert rec["null_reasons"]["device_latency_ms"] == "the timed rounds did not finish"
+    t.fill(rec := _blank())  # load failed: the attempt fills without timed rounds
+    assert rec.null_reasons["device_latency_ms"] == "the timed rounds did not finish"
 
 
 @cpu_machine
@@ -369,8 +375,8 @@ def test_cuda_event_tracker_without_cuda_leaves_the_call_alone_and_says_why():
     t.start_timed()
     call()
     t.stop(1)
-    t.fill(rec := {})
-    assert rec["null_reasons"]["device_latency_ms"].startswith("no CUDA device visible to torch")
+    t.fill(rec := _blank())
+    assert rec.null_reasons["device_latency_ms"].startswith("no CUDA device visible to torch")
 
 
 def test_cudagraph_variant_is_a_cuda_only_backend_of_its_own():
@@ -439,11 +445,11 @@ def torch_compile_cpu(cpu_runner):
 
 
 def _assert_ran_ok(rec):
-    assert rec["status"] == "ok", rec["reason"]
-    assert rec["parity"]["ok"] and rec["parity"]["failed"] == [], rec["parity"]
-    assert rec["latency_ms"]["p50"] > 0 and rec["latency_ms"]["rounds"] >= 5
-    assert rec["precision_executed"] == "fp32"
-    assert rec["latency_ms"]["timing_scope"] == "model"
+    assert rec.status == "ok", rec.reason
+    assert rec.parity["ok"] and rec.parity["failed"] == [], rec.parity
+    assert rec.latency_ms.p50 > 0 and rec.latency_ms.rounds >= 5
+    assert rec.precision_executed == "fp32"
+    assert rec.latency_ms.timing_scope == "model"
 
 
 @pytest.mark.slow
@@ -453,13 +459,12 @@ def test_torch_compile_cpu_runs_and_times_compilation_apart(torch_compile_cpu):
     _assert_ran_ok(rec)
     assert len(loaded) == 1
     compile_s = loaded[0].compile_s
-    assert 0 < compile_s <= rec["load_s"]
-    assert rec["first_run_ms"] < compile_s * 1000 / 10, "the first timed-region call must not be compiling"
-    if "compile_s" in rec:  # once the runner records it
-        assert rec["compile_s"] == pytest.approx(compile_s)
+    assert 0 < compile_s <= rec.load_s
+    assert rec.first_run_ms < compile_s * 1000 / 10, "the first timed-region call must not be compiling"
+    assert rec.compile_s == pytest.approx(compile_s)
     print(
-        f"\ntorch-compile cpu yolo26n 320: compile {compile_s:.1f} s, load {rec['load_s']:.1f} s, "
-        f"p50 {rec['latency_ms']['p50']:.2f} ms, box IoU {rec['parity']['metrics']['box_iou_mean']:.4f}"
+        f"\ntorch-compile cpu yolo26n 320: compile {compile_s:.1f} s, load {rec.load_s:.1f} s, "
+        f"p50 {rec.latency_ms.p50:.2f} ms, box IoU {rec.parity['metrics']['box_iou_mean']:.4f}"
     )
 
 
@@ -468,10 +473,10 @@ def test_torch_compile_cpu_runs_and_times_compilation_apart(torch_compile_cpu):
 def test_aoti_cpu_exports_in_isolation_and_runs(cpu_runner):
     rec = cpu_runner.run_cell(Cell("n", "detect", "e2e", "aoti", "cpu", S320))
     _assert_ran_ok(rec)
-    assert rec["export_s"] > 0 and rec["cache_hit"] in (False, True)
-    assert rec["artifact"].endswith(".pt2") and rec["artifact_bytes"] > 1_000_000
+    assert rec.export_s > 0 and rec.cache_hit in (False, True)
+    assert rec.artifact.endswith(".pt2") and rec.artifact_bytes > 1_000_000
     print(
-        f"\naoti cpu yolo26n 320: export {rec['export_s']:.1f} s (cache hit {rec['cache_hit']}), "
-        f"load {rec['load_s']:.2f} s, p50 {rec['latency_ms']['p50']:.2f} ms, "
-        f"box IoU {rec['parity']['metrics']['box_iou_mean']:.4f}"
+        f"\naoti cpu yolo26n 320: export {rec.export_s:.1f} s (cache hit {rec.cache_hit}), "
+        f"load {rec.load_s:.2f} s, p50 {rec.latency_ms.p50:.2f} ms, "
+        f"box IoU {rec.parity['metrics']['box_iou_mean']:.4f}"
     )

@@ -67,7 +67,7 @@ def build_run(
         rec = make_record(run_id, c, status=st, samples_ms=samples, device_mem_mib=m)
         if canary is not None:
             reading = canary * speed * rng.lognormvariate(0.0, 0.01)
-            rec["canary_ms"] = {"before": reading, "after": reading, "mean": reading}
+            rec.canary_ms = {"before": reading, "after": reading, "mean": reading}
         records.append(rec)
     if canary is not None:
         env = dict(env, canary={"min": canary * speed, "median": canary * speed, "max": canary * speed})

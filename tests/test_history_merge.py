@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 from harness.core.record import RECORD_FIELDS
-from harness.core.results_dir import read_records
+from harness.core.results_dir import read_record_dicts, read_records
 from harness.history import report_data
 from harness.history.cli import main_compare, main_merge
 from harness.history.store import import_run_dir
@@ -78,10 +78,10 @@ def test_merge_two_machines_into_one_history_and_one_results_dir(tmp_path, capsy
 
     records = read_records(out)
     assert len(records) == 2 * len(CELLS)
-    assert {r["machine"] for r in records} == set(MACHINES)
-    assert all(set(RECORD_FIELDS) <= r.keys() for r in records)
-    assert {r["run_id"] for r in records} == {"nightly-004-all"}
-    assert {r["source_run_id"] for r in records} == {"nightly-004"}
+    assert {r.machine for r in records} == set(MACHINES)
+    assert all(set(RECORD_FIELDS) <= r.keys() for r in read_record_dicts(out))  # every field, as written
+    assert {r.run_id for r in records} == {"nightly-004-all"}
+    assert {r.source_run_id for r in records} == {"nightly-004"}
     env = json.loads((out / "env.json").read_text())
     assert [m["machine"] for m in env["machines"]] == ["h100-box", "l4-box"]
     assert env["machines"][1]["env"]["gpu"][0]["name"] == "NVIDIA L4"
@@ -118,7 +118,7 @@ def test_same_hostname_twice_gets_distinct_machine_labels(tmp_path):
     b = machine_run(tmp_path / "b", "h100-box", 2)
     out = tmp_path / "m"
     assert main_merge([str(a), str(b), "-o", str(out), "--db", str(db)]) == 0
-    machines = {r["machine"] for r in read_records(out)}
+    machines = {r.machine for r in read_records(out)}
     assert machines == {"h100-box-nightly-001", "h100-box-nightly-002"}
     assert main_merge([str(a), str(a), "-o", str(out), "--db", str(db)]) == 2
 
@@ -126,7 +126,7 @@ def test_same_hostname_twice_gets_distinct_machine_labels(tmp_path):
 def test_written_record_env_pairs_are_plain_results_dirs(tmp_path):
     """The synthetic writer goes through the harness's own RecordWriter, so fixtures match real runs."""
     run_dir = write_run(tmp_path, make_env("r", "t"), [make_record("r", CELLS[0], status="skipped")])
-    assert read_records(run_dir)[0]["status"] == "skipped"
+    assert read_records(run_dir)[0].status == "skipped"
 
 
 def test_report_renders_the_history_that_compare_writes(tmp_path):

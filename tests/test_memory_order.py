@@ -33,7 +33,7 @@ runner.memory_cache = MemoryCache(out)  # measure afresh: no figures reused from
 cells = [Cell("n", "detect", "e2e", b, "cpu", Shape(160, 160)) for b in order]
 runner.preload(cells)
 recs = [runner.run_cell(c) for c in cells]
-print(json.dumps({r["backend"]: [r["status"], r["memory"]] for r in recs}))
+print(json.dumps({r.backend: [r.status, r.memory.to_dict() if r.memory else None] for r in recs}))
 """
 
 

@@ -302,6 +302,13 @@ def _cuda_cell():
     return Cell("n", "detect", "e2e", "torch-eager", "cuda", Shape(320, 320), batch=2)
 
 
+def _blank():
+    """The CUDA cell's fresh record, for a tracker to fill."""
+    from harness.core.record import new_record
+
+    return new_record("r", _cuda_cell(), "random-init:0")
+
+
 def _wait_for_samples(sampler, n: int = 3) -> None:
     seen, deadline = sampler.samples, time.monotonic() + 5
     while sampler.samples < seen + n and time.monotonic() < deadline:
@@ -309,7 +316,7 @@ def _wait_for_samples(sampler, n: int = 3) -> None:
 
 
 def test_gpu_memory_tracker_fills_peaks_over_the_baseline_before_load():
-    from harness.core.record import new_record
+    from harness.core.record import Memory
     from harness.measure.gpu_memory import GpuMemoryTracker
 
     # device-wide: 10 GiB before load (other tenants), a 4 GiB spike, then 12 GiB; this process: 1 -> 3 -> 2 GiB
@@ -328,18 +335,18 @@ def test_gpu_memory_tracker_fills_peaks_over_the_baseline_before_load():
     h["procs"] = [(PID, 2 * GiB), (PID + 9, 8 * GiB)]
     t.stop(10)
     alloc.allocated = alloc.reserved = 50 * GiB  # after stop (parity, the next cell): not this cell's figures
-    rec = new_record("r", _cuda_cell(), "random-init:0")
-    rec["memory"] = {"host_peak_rss_mib": 900.0, "source": "kernel peak-RSS high-water mark"}
+    rec = _blank()
+    rec.memory = Memory(host_peak_rss_mib=900.0, source="kernel peak-RSS high-water mark")
     t.fill(rec)
-    mem = rec["memory"]
-    assert mem["device_peak_used_mib"] == 4096 and mem["device_peak_process_mib"] == 2048
-    assert mem["torch_max_allocated_mib"] == 1536 and mem["torch_max_reserved_mib"] == 2048
-    assert mem["host_peak_rss_mib"] == 900.0, "the host tracker's figures are kept"
-    assert mem["source"].startswith("kernel peak-RSS high-water mark; NVML device-wide and this process's")
-    assert "peaks over the baseline before load" in mem["source"]
-    assert "to the end of 10 timed rounds" in mem["source"]
-    assert not any(k.startswith("memory.") for k in rec["null_reasons"])
-    assert rec["gpu_snapshot"]["sm_clock_mhz"] == 1980 and "gpu_snapshot" not in rec["null_reasons"]
+    mem = rec.memory
+    assert mem.device_peak_used_mib == 4096 and mem.device_peak_process_mib == 2048
+    assert mem.torch_max_allocated_mib == 1536 and mem.torch_max_reserved_mib == 2048
+    assert mem.host_peak_rss_mib == 900.0, "the host tracker's figures are kept"
+    assert mem.source.startswith("kernel peak-RSS high-water mark; NVML device-wide and this process's")
+    assert "peaks over the baseline before load" in mem.source
+    assert "to the end of 10 timed rounds" in mem.source
+    assert not any(k.startswith("memory.") for k in rec.null_reasons)
+    assert rec.gpu_snapshot["sm_clock_mhz"] == 1980 and "gpu_snapshot" not in rec.null_reasons
     assert not t.sampler._thread.is_alive()
 
 
@@ -351,19 +358,19 @@ def test_gpu_memory_tracker_says_why_a_process_figure_is_missing():
     t = GpuMemoryTracker(nvml=FakeNvml([h]), handle=h, cuda=FakeAllocator(), hz=500)
     t.start()
     t.stop(3)
-    rec = {"memory": {}}
+    rec = _blank()
     t.fill(rec)
-    assert rec["memory"]["device_peak_used_mib"] == 1024
-    assert rec["memory"]["device_peak_process_mib"] is None
-    assert "NVML reports host PIDs" in rec["null_reasons"]["memory.device_peak_process_mib"]
+    assert rec.memory.device_peak_used_mib == 1024
+    assert rec.memory.device_peak_process_mib is None
+    assert "NVML reports host PIDs" in rec.null_reasons["memory.device_peak_process_mib"]
 
     h["procs"] = [(PID, None)]  # Windows WDDM
     t = GpuMemoryTracker(nvml=FakeNvml([h]), handle=h, cuda=FakeAllocator(), hz=500)
     t.start()
     t.stop(3)
-    rec = {}
+    rec = _blank()
     t.fill(rec)
-    assert "does not report per-process memory" in rec["null_reasons"]["memory.device_peak_process_mib"]
+    assert "does not report per-process memory" in rec.null_reasons["memory.device_peak_process_mib"]
 
 
 def test_gpu_memory_tracker_stops_its_thread_when_the_attempt_fails_before_stop():
@@ -372,10 +379,10 @@ def test_gpu_memory_tracker_stops_its_thread_when_the_attempt_fails_before_stop(
     h = device("00000000:3B:00.0", procs=[(PID, GiB)])
     t = GpuMemoryTracker(nvml=FakeNvml([h]), handle=h, cuda=FakeAllocator(), hz=500)
     t.start()
-    rec = {}
+    rec = _blank()
     t.fill(rec)  # a load failure: fill without stop
     assert not t.sampler._thread.is_alive()
-    assert rec["memory"]["device_peak_used_mib"] == 0.0  # what was seen until the failure
+    assert rec.memory.device_peak_used_mib == 0.0  # what was seen until the failure
 
 
 def test_gpu_memory_tracker_without_an_nvml_match_gives_the_lookup_reason():
@@ -385,11 +392,11 @@ def test_gpu_memory_tracker_without_an_nvml_match_gives_the_lookup_reason():
     t = GpuMemoryTracker(nvml=nv, cuda=FakeAllocator())  # the real lookup: torch has no CUDA device here
     t.start()
     t.stop(1)
-    rec = {}
+    rec = _blank()
     t.fill(rec)
-    assert t.reason and rec["null_reasons"]["memory.device_peak_used_mib"] == t.reason
-    assert rec["null_reasons"]["gpu_snapshot"] == t.reason
-    assert rec["memory"]["torch_max_reserved_mib"] == 0.0  # the allocator is still read
+    assert t.reason and rec.null_reasons["memory.device_peak_used_mib"] == t.reason
+    assert rec.null_reasons["gpu_snapshot"] == t.reason
+    assert rec.memory.torch_max_reserved_mib == 0.0  # the allocator is still read
 
 
 def test_energy_tracker_counts_the_timed_rounds_only():
@@ -409,13 +416,13 @@ def test_energy_tracker_counts_the_timed_rounds_only():
     t.pause()
     t.stop(4)
     h["energy"] = [99_999]  # parity and the next cell: not counted either
-    rec = {}
+    rec = _blank()
     t.fill(rec)
-    e = rec["energy"]
-    assert e["per_inference_j"] == pytest.approx(2.0 / 8) and e["inferences"] == 8
-    assert e["window_s"] is not None and e["window_s"] >= 0
-    assert e["source"].startswith("NVML total-energy counter") and "over the timed rounds" in e["source"]
-    assert "null_reasons" not in rec
+    e = rec.energy
+    assert e.per_inference_j == pytest.approx(2.0 / 8) and e.inferences == 8
+    assert e.window_s is not None and e.window_s >= 0
+    assert e.source.startswith("NVML total-energy counter") and "over the timed rounds" in e.source
+    assert rec.null_reasons == {}
 
 
 def test_energy_tracker_null_reasons():
@@ -428,35 +435,35 @@ def test_energy_tracker_null_reasons():
     t.resume()
     t.pause()
     t.stop(5)
-    rec = {}
+    rec = _blank()
     t.fill(rec)
-    assert rec["energy"]["per_inference_j"] is None
-    assert rec["null_reasons"]["energy.per_inference_j"] == (
+    assert rec.energy.per_inference_j is None
+    assert rec.null_reasons["energy.per_inference_j"] == (
         "energy counter not readable on this GPU: Not Supported"
     )
 
     h["energy"] = [10, 20]
     t = EnergyTracker(nvml=FakeNvml([h]), handle=h, min_window_s=60.0)
     t.start()
-    rec = {}
+    rec = _blank()
     t.stop(0)  # load failed: no timed rounds
     t.fill(rec)
-    assert rec["null_reasons"]["energy.per_inference_j"] == "no timed rounds ran"
+    assert rec.null_reasons["energy.per_inference_j"] == "no timed rounds ran"
     t.start_timed()
     t.stop(0)  # the first timed round failed
-    t.fill(rec := {})
-    assert rec["null_reasons"]["energy.per_inference_j"] == "no timed round completed"
+    t.fill(rec := _blank())
+    assert rec.null_reasons["energy.per_inference_j"] == "no timed round completed"
     t.start_timed()
     t.stop(2)  # rounds reported, but no block of them was metered
-    t.fill(rec := {})
-    assert rec["null_reasons"]["energy.per_inference_j"] == "no block of timed rounds was metered"
+    t.fill(rec := _blank())
+    assert rec.null_reasons["energy.per_inference_j"] == "no block of timed rounds was metered"
     h["energy"] = [10, 20]
     t.start_timed()
     t.resume()
     t.pause()
     t.stop(2)
-    t.fill(rec := {})
-    assert "shorter than 60.0 s" in rec["energy"]["source"]
+    t.fill(rec := _blank())
+    assert "shorter than 60.0 s" in rec.energy.source
 
 
 # -- the real NVML of this machine (nvidia-ml-py installed, no driver) -------------------------------------------
@@ -519,9 +526,9 @@ def test_gpu_memory_tracker_stopped_before_the_timed_rounds_says_so():
     t = GpuMemoryTracker(nvml=FakeNvml([h]), handle=h, cuda=FakeAllocator(), hz=500)
     assert t.solo_only
     t.start()
-    s = SimpleNamespace(trackers=[t], rec={})
+    s = SimpleNamespace(trackers=[t], rec=_blank())
     _stop_solo(s)  # what a workload does before the next runner loads
-    src = s.rec["memory"]["source"]
+    src = s.rec.memory.source
     assert "to the end of warm-up" in src and "the timed rounds are not in it" in src
     assert "timed rounds are not" in src.split(";")[-1]  # the allocator figures' window too
     assert s.trackers == []
@@ -565,11 +572,11 @@ def test_energy_tracker_records_gross_and_net_energy_per_inference():
     h["energy"] = [11_000]  # 10 J over the block
     t.pause()
     t.stop(10)
-    t.fill(rec := {})
-    e = rec["energy"]
-    assert e["per_inference_j"] == pytest.approx(1.0) and e["idle_power_w"] == pytest.approx(60.0)
-    assert e["net_per_inference_j"] == pytest.approx((10.0 - 60.0 * e["window_s"]) / 10)
-    assert e["net_per_inference_j"] < e["per_inference_j"] and "idle power (60.0 W" in e["source"]
+    t.fill(rec := _blank())
+    e = rec.energy
+    assert e.per_inference_j == pytest.approx(1.0) and e.idle_power_w == pytest.approx(60.0)
+    assert e.net_per_inference_j == pytest.approx((10.0 - 60.0 * e.window_s) / 10)
+    assert e.net_per_inference_j < e.per_inference_j and "idle power (60.0 W" in e.source
     # the other way: no power reading: the gross figure stays, the net one is null with the reason
     h["energy"] = [0]
     t = EnergyTracker(batch=1, nvml=PowerNvml([h], NotSupported()), handle=h, min_window_s=0.0, idle_s=0.0)
@@ -578,7 +585,7 @@ def test_energy_tracker_records_gross_and_net_energy_per_inference():
     t.resume()
     h["energy"] = [5000]
     t.stop(5)
-    t.fill(rec := {})
-    assert rec["energy"]["per_inference_j"] == pytest.approx(1.0)
-    assert rec["energy"]["net_per_inference_j"] is None
-    assert rec["null_reasons"]["energy.net_per_inference_j"].startswith("power reading not available")
+    t.fill(rec := _blank())
+    assert rec.energy.per_inference_j == pytest.approx(1.0)
+    assert rec.energy.net_per_inference_j is None
+    assert rec.null_reasons["energy.net_per_inference_j"].startswith("power reading not available")

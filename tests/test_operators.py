@@ -11,6 +11,7 @@ import pytest
 from harness import backends
 from harness.core.axes import Shape
 from harness.core.cell import Cell
+from harness.core.record import CellRecord, new_record
 from harness.diagnosis.operators import (
     OperatorsUnavailable,
     executorch_section,
@@ -232,22 +233,13 @@ def test_executorch_delegate_without_operator_events_counts_its_calls():
     assert view["fallback_time_share"] == pytest.approx(0.125)
 
 
-def _record(backend: str, **extra) -> dict:
-    rec = {
-        "backend": backend,
-        "device": "cpu",
-        "cell_id": f"yolo26n-detect-e2e-{backend}-cpu-320x320-b1-fp32",
-        "size": "n",
-        "task": "detect",
-        "head": "e2e",
-        "height": 320,
-        "width": 320,
-        "batch": 1,
-        "precision_requested": "fp32",
-        "status": "ok",
-        "null_reasons": {},
-    }
-    rec.update(extra)
+def _record(backend: str, **extra) -> CellRecord:
+    """An ok record of yolo26n detect e2e 320x320 on `backend` (cpu), with `extra` fields set over it."""
+    rec = new_record("r", _cell(backend), "random-init:0")
+    assert rec.cell_id == f"yolo26n-detect-e2e-{backend}-cpu-320x320-b1-fp32"
+    rec.status = "ok"
+    for k, v in extra.items():
+        setattr(rec, k, v)
     return rec
 
 

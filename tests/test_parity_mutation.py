@@ -17,6 +17,7 @@ import pytest
 from harness import backends
 from harness.core.axes import Shape
 from harness.core.cell import Cell
+from harness.core.record import CellRecord
 from harness.execute.runner import CellRunner, RunConfig
 from harness.measure.corrupt import CORRUPT_ENV, corrupt
 from harness.measure.parity import compare
@@ -44,9 +45,9 @@ def _runner(results, cache_dir, run_id) -> CellRunner:
     return CellRunner(cfg, progress=lambda m: None)
 
 
-def _outputs(cell: Cell, rec: dict):
+def _outputs(cell: Cell, rec: CellRecord):
     """The backend's outputs on the cell's input: the record's artifact loaded and run once more."""
-    runner = backends.get(cell.backend).load(Path(rec["artifact"]), cell, {})
+    runner = backends.get(cell.backend).load(Path(rec.artifact), cell, {})
     try:
         x = runner.prepare(letterboxed(cell.shape.height, cell.shape.width, cell.batch))
         result = runner.run(x)
@@ -62,7 +63,7 @@ class Ran:
     def __init__(self, runner: CellRunner, cell: Cell) -> None:
         self.cell = cell
         self.rec = runner.run_cell(cell)
-        assert self.rec["status"] == "ok", self.rec["reason"]
+        assert self.rec.status == "ok", self.rec.reason
         self.outputs = _outputs(cell, self.rec)
         mat = runner.materialize(cell)
         h, w = cell.shape.height, cell.shape.width
@@ -95,7 +96,7 @@ def detect_fp16(detect, tmp_path_factory):
     except ImportError as e:
         pytest.skip(f"onnxruntime.transformers.float16 is not importable ({e})")
     path = tmp_path_factory.mktemp("fp16") / "fp16.onnx"
-    onnx.save(convert_float_to_float16(onnx.load(detect.rec["artifact"]), keep_io_types=False), str(path))
+    onnx.save(convert_float_to_float16(onnx.load(detect.rec.artifact), keep_io_types=False), str(path))
     session = ort.InferenceSession(
         str(path), sess_options=session_options(1), providers=["CPUExecutionProvider"]
     )
@@ -104,7 +105,7 @@ def detect_fp16(detect, tmp_path_factory):
 
 
 def test_real_fp32_output_passes_fp32_and_says_what_it_compared(detect):
-    p = detect.rec["parity"]
+    p = detect.rec.parity
     assert p["ok"] and p["failed"] == [] and p["method"] == "detections" and p["precision"] == "fp32"
     c = p["compared"]
     assert c["rows_ref"] == c["rows_out"] == 300 and 0 < c["ref_above_floor"] < 300
@@ -138,17 +139,17 @@ def test_knob_on_a_real_run_fails_the_named_backend_only(detect, results, cache_
     monkeypatch.setenv(CORRUPT_ENV, "onnxruntime=shift-classes")
     runner = _runner(results, cache_dir, "m-knob")
     rec = runner.run_cell(detect.cell)
-    assert rec["status"] == "parity_failed" and rec["corrupted"] == ["shift-classes"]
-    assert rec["parity"]["corrupted"] == ["shift-classes"] and "class_agreement" in rec["parity"]["failed"]
-    assert CORRUPT_ENV in rec["reason"] and "class_agreement" in rec["reason"]
-    assert rec["failure"]["class"] == "numerical_mismatch"
+    assert rec.status == "parity_failed" and rec.corrupted == ["shift-classes"]
+    assert rec.parity["corrupted"] == ["shift-classes"] and "class_agreement" in rec.parity["failed"]
+    assert CORRUPT_ENV in rec.reason and "class_agreement" in rec.reason
+    assert rec.failure["class"] == "numerical_mismatch"
     eager = runner.run_cell(detect.cell.with_(backend="torch-eager"))
-    assert eager["status"] == "ok" and "corrupted" not in eager
+    assert eager.status == "ok" and eager.corrupted is None
 
 
 def test_seg_masks_dropped_fail(results, cache_dir):
     seg = Ran(_runner(results, cache_dir, "m-seg"), Cell("n", "seg", "e2e", "onnxruntime", "cpu", SHAPE))
-    p = seg.rec["parity"]
+    p = seg.rec.parity
     assert p["ok"] and p["metrics"]["mask_iou_mean"] > 0.99, p
     broken, notes = corrupt(seg.outputs, ("drop-masks",), seg.layout)
     assert notes == ["drop-masks: mask prototypes zeroed"]
@@ -159,7 +160,7 @@ def test_seg_masks_dropped_fail(results, cache_dir):
 
 def test_raw_head_passes_and_zeroed_scores_fail(results, cache_dir):
     raw = Ran(_runner(results, cache_dir, "m-raw"), Cell("n", "detect", "raw", "onnxruntime", "cpu", SHAPE))
-    p = raw.rec["parity"]
+    p = raw.rec.parity
     assert p["ok"] and p["method"] == "raw-head" and p["metrics"]["boxes_rel_l2"] < 1e-4, p
     broken, _ = corrupt(raw.outputs, ("zero-scores",), raw.layout)
     q = compare(broken, raw.reference, raw.layout, "fp16")

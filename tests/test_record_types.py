@@ -1,5 +1,5 @@
 """Typed records (harness.core.record.CellRecord, harness.core.record_codec): every committed sample run reads
-through the types and writes back exactly what the dict reader gives, and a misspelt, mistyped or dropped field is
+through the types and writes back exactly what its JSON lines hold, and a misspelt, mistyped or dropped field is
 refused with an error naming it."""
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ import pytest
 from harness.core.record import OPTIONAL_FIELDS, RECORD_FIELDS, CellRecord, Latency
 from harness.core.record_codec import (
     RecordError,
-    dict_to_json_line,
     record_from_dict,
     record_from_json,
     record_to_dict,
     record_to_json,
 )
-from harness.core.results_dir import CELLS_FILE, RecordWriter, read_cell_records, read_records
+from harness.core.results_dir import CELLS_FILE, RecordWriter, read_record_dicts, read_records
 
 SAMPLES = Path(__file__).resolve().parents[1] / "results" / "samples"
 SAMPLE_RUNS = sorted(p.parent for p in SAMPLES.glob(f"*/{CELLS_FILE}"))
@@ -32,7 +31,7 @@ def _lines(run_dir: Path) -> list[str]:
 
 
 def _first_ok(run_dir: Path = DEFAULT_RUN) -> dict:
-    return next(r for r in read_records(run_dir) if r["status"] == "ok" and r["latency_ms"])
+    return next(r for r in read_record_dicts(run_dir) if r["status"] == "ok" and r["latency_ms"])
 
 
 def test_the_samples_are_there():
@@ -43,8 +42,8 @@ def test_the_samples_are_there():
 
 @pytest.mark.parametrize("run_dir", SAMPLE_RUNS, ids=lambda p: p.name)
 def test_every_sample_record_round_trips_field_for_field(run_dir):
-    expected = read_records(run_dir)
-    typed = read_cell_records(run_dir)
+    expected = read_record_dicts(run_dir)
+    typed = read_records(run_dir)
     assert len(typed) == len(expected) == len(_lines(run_dir))
     for want, rec in zip(expected, typed, strict=True):
         assert isinstance(rec, CellRecord)
@@ -61,7 +60,7 @@ def test_the_default_run_is_written_back_byte_for_byte(tmp_path):
     for rec in read_records(DEFAULT_RUN):
         writer.write(rec)
     assert (tmp_path / CELLS_FILE).read_bytes() == (DEFAULT_RUN / CELLS_FILE).read_bytes()
-    assert [record_to_json(r) for r in read_cell_records(DEFAULT_RUN)] == _lines(DEFAULT_RUN)
+    assert [record_to_json(r) for r in read_records(DEFAULT_RUN)] == _lines(DEFAULT_RUN)
 
 
 def test_sections_are_typed_and_read_as_attributes():
@@ -75,7 +74,7 @@ def test_sections_are_typed_and_read_as_attributes():
 
 def test_an_older_latency_keeps_its_keys():
     # records of 2026-11-22-cpu-2core-v2 predate p50_ci/scatter/unstable: written back, no default appears
-    old = next(r for r in read_records(SAMPLES / "2026-11-22-cpu-2core-v2") if r["latency_ms"])
+    old = next(r for r in read_record_dicts(SAMPLES / "2026-11-22-cpu-2core-v2") if r["latency_ms"])
     assert "p50_ci" not in old["latency_ms"]
     assert record_to_dict(record_from_dict(old))["latency_ms"] == old["latency_ms"]
     # while a Latency built now carries every key
@@ -108,11 +107,16 @@ def test_a_misspelt_field_is_rejected_naming_it():
         record_from_dict(rec)
 
 
-def test_the_writer_refuses_an_unknown_field_and_writes_nothing(tmp_path):
-    rec = {**_first_ok(), "throughput_ipss": 12.0}
-    with pytest.raises(RecordError, match="throughput_ipss"):
-        RecordWriter(tmp_path).write(rec)
-    assert not (tmp_path / CELLS_FILE).exists() or (tmp_path / CELLS_FILE).read_bytes() == b""
+def test_a_misspelt_field_cannot_be_set_on_a_record_or_its_sections():
+    # slots: a misspelt assignment fails where it is made, never a figure silently left out of the written line
+    rec = record_from_dict(_first_ok())
+    with pytest.raises(AttributeError, match="throughput_ipss"):
+        rec.throughput_ipss = 12.0  # type: ignore[attr-defined]
+    assert rec.memory is not None
+    with pytest.raises(AttributeError, match="host_peak_rs_mib"):
+        rec.memory.host_peak_rs_mib = 1.0  # type: ignore[attr-defined]
+    rec.throughput_ips = 12.0  # the field itself is assignable
+    assert record_to_dict(rec)["throughput_ips"] == 12.0
 
 
 @pytest.mark.parametrize(
@@ -126,12 +130,18 @@ def test_the_writer_refuses_an_unknown_field_and_writes_nothing(tmp_path):
         ("timing", [1], r"field timing"),
     ],
 )
-def test_a_wrong_type_is_rejected(field, value, match):
+def test_a_wrong_type_is_rejected(field, value, match, tmp_path):
     rec = {**_first_ok(), field: value}
     with pytest.raises(RecordError, match=match):
         record_from_dict(rec)
+    typed = record_from_dict(_first_ok())
+    setattr(typed, field, value)  # what a stage with a bug would do: the writer refuses it and writes nothing
     with pytest.raises(RecordError, match=match):
-        dict_to_json_line(rec)
+        RecordWriter(tmp_path).write(typed)
+    assert not (tmp_path / CELLS_FILE).exists() or (tmp_path / CELLS_FILE).read_bytes() == b""
+    assert (
+        RecordWriter(tmp_path).write(record_from_dict(_first_ok())).batch == 1
+    )  # the writer writes a good one
 
 
 def test_a_section_key_misspelt_or_mistyped_is_rejected():
@@ -165,8 +175,8 @@ def test_a_dropped_field_is_detected_when_written():
     del rec["energy"]
     with pytest.raises(RecordError, match=r"missing fields \['energy'\]"):
         record_from_dict(rec, migrate=False)
-    with pytest.raises(ValueError, match=r"lacks fields \['energy'\]"):
-        RecordWriter(Path("/nonexistent-never-written")).write(rec)
+    with pytest.raises(TypeError, match="energy"):  # a CellRecord is never without a field
+        CellRecord(**rec)
 
 
 def test_a_dropped_field_read_back_is_null_with_the_migrations_reason():
@@ -190,12 +200,12 @@ def test_a_line_that_is_not_json_is_a_record_error():
         record_from_json("[1, 2]")
 
 
-def test_read_cell_records_names_the_line_of_a_bad_record(tmp_path):
+def test_read_records_names_the_line_of_a_bad_record(tmp_path):
     lines = _lines(DEFAULT_RUN)[:3]
     bad = json.loads(lines[1])
     bad["statuz"] = bad.pop("status")
     lines[1] = json.dumps(bad)
     (tmp_path / CELLS_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"cells\.jsonl:2: record .*unknown fields \['statuz'\]"):
-        read_cell_records(tmp_path)
-    assert len(read_records(tmp_path)) == 3  # the dict reader is unchanged: it does not validate fields
+        read_records(tmp_path)
+    assert len(read_record_dicts(tmp_path)) == 3  # the JSON reader does not validate fields

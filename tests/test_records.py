@@ -7,6 +7,7 @@ from harness import SCHEMA_VERSION
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.record import new_record
+from harness.core.record_codec import record_to_dict
 from harness.core.results_dir import RecordWriter, read_records
 from harness.measure.stats import latency_from_samples
 
@@ -25,7 +26,7 @@ def _rec(run_id="r1"):
     rec = new_record(
         run_id, Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(320, 320)), "random-init:0"
     )
-    rec["status"] = "ok"
+    rec.status = "ok"
     return rec
 
 
@@ -34,21 +35,25 @@ def test_writer_appends_one_line_per_record_and_reader_round_trips(tmp_path):
     w.write(_rec())
     w.write(_rec())
     recs = read_records(tmp_path)
-    assert len(recs) == 2 and recs[0]["cell_id"] == "yolo26n-detect-e2e-onnxruntime-cpu-320x320-b1-fp32"
-    assert recs[0]["schema_version"] == SCHEMA_VERSION and recs[0]["height"] == 320
+    assert len(recs) == 2 and recs[0].cell_id == "yolo26n-detect-e2e-onnxruntime-cpu-320x320-b1-fp32"
+    assert recs[0].schema_version == SCHEMA_VERSION and recs[0].height == 320
 
 
-def test_writer_refuses_incomplete_records_and_unknown_status(tmp_path):
+def test_writer_refuses_a_mistyped_field_an_unknown_status_and_a_pending_one(tmp_path):
     w = RecordWriter(tmp_path)
     bad = _rec()
-    del bad["parity"]
-    with pytest.raises(ValueError, match="lacks fields"):
+    bad.height = "320"  # type: ignore[assignment]
+    with pytest.raises(ValueError, match="field height = '320' is not"):
         w.write(bad)
     bad = _rec()
-    bad["status"] = "fine"
-    with pytest.raises(ValueError, match="unknown status"):
+    bad.status = "fine"
+    with pytest.raises(ValueError, match="unknown status 'fine'"):
         w.write(bad)
+    with pytest.raises(ValueError, match="unknown status 'pending'"):  # no stage decided: never written
+        w.write(new_record("r1", Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(320, 320)), "x"))
     assert not (tmp_path / "cells.jsonl").exists()
+    w.write(_rec())
+    assert len(read_records(tmp_path)) == 1
 
 
 def test_reader_keeps_records_before_a_torn_last_line(tmp_path):
@@ -60,7 +65,7 @@ def test_reader_keeps_records_before_a_torn_last_line(tmp_path):
 
 
 def test_reader_refuses_foreign_schema(tmp_path):
-    rec = _rec()
+    rec = record_to_dict(_rec())
     rec["schema_version"] = 99
     (tmp_path / "cells.jsonl").write_text(json.dumps(rec) + "\n")
     with pytest.raises(

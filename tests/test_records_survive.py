@@ -22,7 +22,7 @@ from harness.core import envinfo
 from harness.core import results_dir as rd
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.core.record import new_record
+from harness.core.record import CellRecord, new_record
 from harness.core.results_dir import RecordWriteError, RecordWriter, read_records
 from tests.conftest import REPO
 
@@ -30,9 +30,9 @@ CELL_160 = Cell("n", "detect", "e2e", "onnxruntime", "cuda", Shape(160, 160))
 CELL_192 = Cell("n", "detect", "e2e", "onnxruntime", "cuda", Shape(192, 192))
 
 
-def _rec(cell: Cell = CELL_160, status: str = "ok", run_id: str = "r") -> dict:
+def _rec(cell: Cell = CELL_160, status: str = "ok", run_id: str = "r") -> CellRecord:
     rec = new_record(run_id, cell, "random-init:0")
-    rec.update(status=status, reason=None if status == "ok" else f"{status} for the test")
+    rec.status, rec.reason = status, None if status == "ok" else f"{status} for the test"
     return rec
 
 
@@ -136,7 +136,7 @@ n = 0
 try:
     while n < 1000:
         rec = new_record("r", Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(160, 160)), "random-init:0")
-        rec.update(status="ok", reason="x" * 1000)
+        rec.status, rec.reason = "ok", "x" * 1000
         w.write(rec)
         n += 1
     print(json.dumps({"written": n, "error": None}))

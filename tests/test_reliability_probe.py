@@ -56,6 +56,7 @@ from harness.execute.export_cache import META, ExportCache, export_limits
 from harness.execute.isolate import ExportOutcome
 from harness.history.cli import main_compare, main_import, main_merge
 from harness.history.synthetic import Noise, cell, make_env, make_record, noisy_samples, write_run
+from harness.measure.stats import latency_from_samples
 from tests.conftest import REPO
 from tests.reliability_helpers import (
     alive,
@@ -99,7 +100,7 @@ def test_p01_merge_refuses_an_existing_run_dir_and_replace_swaps_it_whole(tmp_pa
 
     assert main_merge([str(a), str(b), "-o", str(target), "--db", str(db), "--replace"]) == 0  # the other way
     recs = read_records(target)
-    assert {r["machine"] for r in recs} == {"box-a", "box-b"} and len(recs) == 6
+    assert {r.machine for r in recs} == {"box-a", "box-b"} and len(recs) == 6
     siblings = sorted(p.name for p in target.parent.iterdir())
     assert siblings == [target.name], f"nothing left beside it: {siblings}"
     # merging the same runs again into its own output is a no-op, not a refusal
@@ -295,14 +296,14 @@ def test_p06_a_full_cache_disk_stops_the_run_with_one_line_and_no_debris(tmp_pat
     stops = [line for line in out.splitlines() if "yolo26-bench stopped:" in line]
     assert len(stops) == 1 and "ran out of disk space" in stops[0], out[-4000:]
     assert "Traceback" not in out and "JSONDecodeError" not in out
-    recs = {r["cell_id"]: r for r in read_records(tmp_path / "results" / "full")}
+    recs = {r.cell_id: r for r in read_records(tmp_path / "results" / "full")}
     onnx = next(r for k, r in recs.items() if "onnxruntime" in k)
-    assert onnx["status"] == "export_failed" and onnx["failure"]["class"] == "environment", onnx
-    assert "No space left on device" in onnx["reason"]
+    assert onnx.status == "export_failed" and onnx.failure["class"] == "environment", onnx
+    assert "No space left on device" in onnx.reason
     # the run stopped before timing anything: every record is a failure on the full disk (torch-eager's probe,
     # run beside the export, may have met it too), none is a measurement
-    assert all(r["failure"]["class"] == "environment" for r in recs.values()), {
-        k: (r["status"], r["reason"]) for k, r in recs.items()
+    assert all(r.failure["class"] == "environment" for r in recs.values()), {
+        k: (r.status, r.reason) for k, r in recs.items()
     }
     assert "not cached: an I/O error" in out  # store() dropped the entry and its staging directory
     assert "STAGING: 0" in p.stdout, p.stdout[-2000:]
@@ -578,14 +579,14 @@ def test_p11_two_processes_sharing_a_cache_entry_take_turns(tmp_path):
         other.wait(10)
 
 
-def _record(cell_id_suffix: str = "", status: str = "skipped") -> dict:
+def _record(cell_id_suffix: str = "", status: str = "skipped"):
     from harness.core.axes import Shape
     from harness.core.cell import Cell
     from harness.core.record import new_record
 
     rec = new_record("r", Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(160, 160)), "unknown")
-    rec.update(status=status, reason="probe")
-    rec["cell_id"] += cell_id_suffix
+    rec.status, rec.reason = status, "probe"
+    rec.cell_id += cell_id_suffix
     return rec
 
 
@@ -619,8 +620,8 @@ w, n = RecordWriter(run_dir), 0
 try:
     while n < 1000:
         rec = new_record("r", Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(160, 160)), "unknown")
-        rec.update(status="skipped", reason="x" * 1500)
-        rec["cell_id"] += f"-{n}"
+        rec.status, rec.reason = "skipped", "x" * 1500
+        rec.cell_id += f"-{n}"
         w.write(rec)
         n += 1
     print(json.dumps({"written": n, "error": None}))
@@ -750,11 +751,11 @@ def test_p19_a_nan_figure_is_null_with_a_reason_and_refused_at_import(tmp_path, 
     from harness.core.results_dir import RecordWriter
 
     rec = _record("-nan", status="ok")
-    rec["latency_ms"] = {"p50": float("nan"), "timing_scope": "model"}
+    rec.latency_ms = latency_from_samples([float("nan")], "model")
     RecordWriter(tmp_path / "w").write(rec)
     (written,) = read_records(tmp_path / "w")
-    assert written["status"] == "run_failed" and written["latency_ms"]["p50"] is None
-    assert "not finite" in written["null_reasons"]["latency_ms.p50"]
+    assert written.status == "run_failed" and written.latency_ms.p50 is None
+    assert "not finite" in written.null_reasons["latency_ms.p50"]
     run = _run(tmp_path, "box", 1)
     text = (run / "cells.jsonl").read_text().replace('"p50": ', '"p50": NaN, "was": ', 1)  # an edited file
     (run / "cells.jsonl").write_text(text)

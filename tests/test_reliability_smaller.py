@@ -28,7 +28,7 @@ def test_the_torn_line_notice_is_shown_under_quiet(tmp_path):
     run_dir = tmp_path / "torn"
     run_dir.mkdir()
     rec = new_record("torn", CELL_160, "unknown")
-    rec.update(status="skipped", reason="recorded before the tear")
+    rec.status, rec.reason = "skipped", "recorded before the tear"
     RecordWriter(run_dir).write(rec)
     envinfo.write(run_dir, {"run_id": "torn", "host": {"hostname": "h"}})
     with open(run_dir / "cells.jsonl", "ab") as f:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.core.axes import Shape
 from harness.core.cell import Cell
+from harness.core.record import CellRecord, new_record
 from harness.execute.remedies import combined_change, ladder, matching, padded
 from harness.plan.expected import ExpectedStatus
 
@@ -62,13 +63,13 @@ def test_remedies_compose():
     }
 
 
-def _rec(status, klass=None, cell_id="c1"):
-    return {
-        "cell_id": cell_id,
-        "status": status,
-        "reason": "why",
-        "failure": {"class": klass} if klass else None,
-    }
+def _rec(status, klass=None, cell_id="c1") -> CellRecord:
+    rec = new_record("r", _cell(), "random-init:0")
+    rec.cell_id = cell_id
+    rec.status = status
+    rec.reason = "why"
+    rec.failure = {"class": klass} if klass else None
+    return rec
 
 
 def test_expected_failure_is_xfail_new_failure_fails_new_pass_is_strict_xpass(tmp_path):

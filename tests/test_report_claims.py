@@ -4,6 +4,7 @@ default run (results/samples/2026-11-22-cpu-2core)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 
 from harness.core.axes import TASKS, Shape
 from harness.core.cell import Cell
-from harness.core.record import RECORD_FIELDS, new_record
+from harness.core.record import RECORD_FIELDS, CellRecord, Latency, new_record
+from harness.core.record_codec import record_to_dict
 from harness.core.results_dir import Run, load_run
 from harness.report.claims import CHECKS, CLAIMS_FILE, VERDICTS, Claim, evaluate, load_claims
 from harness.report.index import index_runs
@@ -36,36 +38,38 @@ def rec(
     task: str = "detect",
     samples: list[float] | None = None,
     **extra,
-) -> dict:
+) -> CellRecord:
     r = new_record("t", Cell(size, task, "e2e", backend, device, Shape.parse(shape)), "random-init:0")
-    r.update(status=status, **extra)
+    r.status = status
+    for k, v in extra.items():
+        setattr(r, k, v)
     if samples is not None:
-        r["samples_ms"] = samples
+        r.samples_ms = samples
         p50 = sorted(samples)[len(samples) // 2]
     if p50 is not None:
-        r["latency_ms"] = {
-            "p50": p50,
-            "p90": p50,
-            "p99": p50,
-            "mean": p50,
-            "min": p50,
-            "max": p50,
-            "stdev": 0.0,
-            "rounds": 10,
-            "timing_scope": "model only",
-        }
+        r.latency_ms = Latency(
+            p50=p50,
+            p90=p50,
+            p99=p50,
+            mean=p50,
+            min=p50,
+            max=p50,
+            stdev=0.0,
+            rounds=10,
+            timing_scope="model only",
+        )
     if cls or status not in ("ok", "skipped", "exported"):
-        r["failure"] = {"class": cls, "stage": "export", "message": message, "ops": [], "guards": []}
+        r.failure = {"class": cls, "stage": "export", "message": message, "ops": [], "guards": []}
     return r
 
 
-def judge(claim: Claim, records: list[dict], env: dict | None = None):
+def judge(claim: Claim, records: list[CellRecord], env: dict | None = None):
     run = Run(path=Path("/nonexistent"), run_id="t", env=env or {}, records=records)
     (result,) = evaluate(index_runs([run]), [claim])
     return result
 
 
-def judge_runs(claim: Claim, runs: list[tuple[dict, list[dict]]]):
+def judge_runs(claim: Claim, runs: list[tuple[dict, list[CellRecord]]]):
     """A claim over several machines' runs (as a merged results directory gives them)."""
     built = [Run(Path(f"/r{n}"), f"r{n}", env, recs) for n, (env, recs) in enumerate(runs)]
     (result,) = evaluate(index_runs(built), [claim])
@@ -138,7 +142,7 @@ def test_fails_confirmed_refuted_and_not_measurable():
     ok = rec("executorch-cuda", "cuda", "ok", p50=2.5, size="s")
     result = judge(c, [failing, ok])  # one cell agrees, another does not
     assert result.verdict == "partly" and "2.5" in result.evidence
-    assert set(result.cells) == {failing["cell_id"], ok["cell_id"]}
+    assert set(result.cells) == {failing.cell_id, ok.cell_id}
     assert judge(c, [ok]).verdict == "refuted"
     other = rec(
         "executorch-cuda", "cuda", "export_failed", cls="compile_error", message="NoValidChoicesError"
@@ -217,12 +221,16 @@ def test_remedy_selection_and_backbone_claim():
     )
     failing = rec("executorch-cuda", "cuda", "export_failed", cls="unsupported_op")
     remedy = copy.deepcopy(rec("executorch-cuda", "cuda", "ok", p50=1.9))
-    remedy.update(
-        cell_id=failing["cell_id"] + "-remedy", remedy="backbone-only", remedy_of=failing["cell_id"]
+    remedy.cell_id, remedy.remedy, remedy.remedy_of = (
+        failing.cell_id + "-remedy",
+        "backbone-only",
+        failing.cell_id,
     )
     assert judge(c, [failing]).verdict == "not measurable"
     assert judge(c, [failing, remedy]).verdict == "confirmed"
-    remedy_failed = dict(remedy, status="run_failed", failure={"class": "runtime_error", "message": "boom"})
+    remedy_failed = dataclasses.replace(
+        remedy, status="run_failed", failure={"class": "runtime_error", "message": "boom"}
+    )
     assert judge(c, [failing, remedy_failed]).verdict == "refuted"
 
 
@@ -246,14 +254,14 @@ def test_size_spread_and_fastest_export():
     a, b = exported("executorch-xnnpack", 10_000_000, 25.0), exported("executorch-vulkan", 10_500_000, 58.0)
     assert judge(spread, [a, b]).verdict == "confirmed"
     assert judge(fastest, [a, b]).verdict == "confirmed"
-    b2 = dict(b, artifact_bytes=14_000_000, export_s=12.0)
+    b2 = dataclasses.replace(b, artifact_bytes=14_000_000, export_s=12.0)
     assert judge(spread, [a, b2]).verdict == "refuted"
     assert judge(fastest, [a, b2]).verdict == "refuted"
     # a cache hit's export time is not an export time
-    assert judge(fastest, [a, dict(b2, cache_hit=True)]).verdict == "not measurable"
+    assert judge(fastest, [a, dataclasses.replace(b2, cache_hit=True)]).verdict == "not measurable"
     # another workload (other shape) is not compared
     other = exported("executorch-vulkan", 30_000_000, 5.0)
-    other.update(height=320, width=320, cell_id=other["cell_id"].replace("640x640", "320x320"))
+    other.height, other.width, other.cell_id = 320, 320, other.cell_id.replace("640x640", "320x320")
     assert judge(spread, [a, b, other]).verdict == "confirmed"
 
 
@@ -268,7 +276,7 @@ def test_every_claim_of_the_table_evaluates_on_empty_and_full_records():
         assert all(len(r.records) == len(r.cells) for r in results)
         assert all(r.evidence for r in results)
         json.dumps([r.as_dict() for r in results])
-    assert set(RECORD_FIELDS) <= set(records[0])
+    assert set(RECORD_FIELDS) <= set(record_to_dict(records[0]))
 
 
 # -- coverage the claims' words require -------------------------------------------------------------------------
@@ -318,7 +326,7 @@ def test_untestable_claims_say_so_whatever_ran():
     assert (
         result.verdict == "untestable"
         and "for context" in result.evidence
-        and failing["cell_id"] in result.cells
+        and failing.cell_id in result.cells
     )
     # an ad-hoc claim that can be tested is judged: the untestable mark, not the check, makes the difference
     assert judge(claim("succeeds", {"backend": "onnxruntime"}), cells).verdict == "confirmed"
@@ -344,7 +352,7 @@ def _rounds(center: float, n: int = 25) -> list[float]:
 def test_openvino_intel_only_needs_both_vendors():
     c = table("openvino-intel-only")
 
-    def pair(ov: float, ort: float) -> list[dict]:
+    def pair(ov: float, ort: float) -> list[CellRecord]:
         return [rec("openvino", samples=_rounds(ov)), rec("onnxruntime", samples=_rounds(ort))]
 
     holds = judge_runs(c, [(INTEL_VM, pair(15.0, 20.0)), (AMD, pair(30.0, 20.0))])
@@ -372,14 +380,13 @@ def test_every_verdict_links_to_its_records():
     c = claim("any_succeeds", {"backend": "executorch-cuda", "remedies": "include"})
     failing = rec("executorch-cuda", "cuda", "export_failed", cls="unsupported_op")
     remedy = copy.deepcopy(rec("executorch-cuda", "cuda", "ok", p50=1.9))
-    remedy.update(
-        cell_id=failing["cell_id"] + "+backbone-only", remedy="backbone-only", remedy_of=failing["cell_id"]
-    )
+    remedy.cell_id = failing.cell_id + "+backbone-only"
+    remedy.remedy, remedy.remedy_of = "backbone-only", failing.cell_id
     result = judge(c, [failing, remedy])
-    assert result.verdict == "confirmed" and result.cells == (remedy["cell_id"],)
+    assert result.verdict == "confirmed" and result.cells == (remedy.cell_id,)
     (link,) = result.records
     # a remedy attempt is shown in the entry of the cell it remedies
-    assert link == {"run": 0, "cell_id": remedy["cell_id"], "anchor": f"cell-0-{failing['cell_id']}"}
+    assert link == {"run": 0, "cell_id": remedy.cell_id, "anchor": f"cell-0-{failing.cell_id}"}
 
 
 # -- the committed default run --------------------------------------------------------------------------------

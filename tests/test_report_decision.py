@@ -10,7 +10,8 @@ from pathlib import Path
 
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.core.record import new_record
+from harness.core.record import CellRecord, Memory, new_record
+from harness.core.record_codec import record_to_json
 from harness.core.results_dir import Run
 from harness.measure.stats import latency_from_samples
 from harness.report.accuracy_known import PUBLISHED, PUBLISHED_MAP_640, accuracy_of
@@ -41,28 +42,29 @@ def cell(
     memory: float = 300.0,
     n: int = 120,
     **extra,
-) -> dict:
+) -> CellRecord:
     """An ok CPU cell timed end to end around `e2e_ms` (n rounds: p99 recorded from 100) and scored `ratio` of its
     fp32 reference's mAP `ref_map` (None: not scored)."""
     c = Cell(size, "detect", "e2e", backend, "cpu", Shape(side, side), 1, precision)
     r = new_record("t", c, "random-init:0")
-    r["status"] = "ok"
-    r["samples_ms"] = rounds(0.7 * e2e_ms, 30)
-    r["latency_ms"] = latency_from_samples(r["samples_ms"], "model").to_dict()
-    r["throughput_ips"] = 1000.0 / r["latency_ms"]["p50"]
-    r["latency_e2e_ms"] = latency_from_samples(rounds(e2e_ms, n), "end-to-end").to_dict()
-    r["memory"] = {"host_peak_rss_mib": memory}
+    r.status = "ok"
+    r.samples_ms = rounds(0.7 * e2e_ms, 30)
+    r.latency_ms = latency_from_samples(r.samples_ms, "model")
+    r.throughput_ips = 1000.0 / r.latency_ms.p50
+    r.latency_e2e_ms = latency_from_samples(rounds(e2e_ms, n), "end-to-end")
+    r.memory = Memory(host_peak_rss_mib=memory)
     if ratio is not None:
-        r["accuracy"] = {"map50_95": ref_map * ratio, "reference_map50_95": ref_map, "ratio": ratio}
-    r.update(extra)
+        r.accuracy = {"map50_95": ref_map * ratio, "reference_map50_95": ref_map, "ratio": ratio}
+    for k, v in extra.items():
+        setattr(r, k, v)
     return r
 
 
-def machine(*records: dict):
+def machine(*records: CellRecord):
     return index_runs([Run(Path("/x"), "t", {"host": {"cpu_model": "AMD EPYC"}}, list(records))])
 
 
-def camera(records: list[dict], **cons):
+def camera(records: list[CellRecord], **cons):
     idx = machine(*records)
     return decide(CAMERA, idx[0], idx, Constraints(**{"floors": dict(ACCURACY_FLOORS), **cons}))
 
@@ -74,12 +76,12 @@ def test_an_int8_cell_of_another_workload_wins_where_it_meets_the_floor_and_lose
         cell("openvino", 20.0, precision="int8", ratio=0.97),  # another workload: int8
     ]
     won = camera(records)
-    assert won.pick.cand.rec["backend"] == "openvino" and won.pick.cand.rec["precision_requested"] == "int8"
+    assert won.pick.cand.rec.backend == "openvino" and won.pick.cand.rec.precision_requested == "int8"
     assert not won.tied  # 20 ms and 30 ms: their intervals are apart
     assert "fp32→int8: keeps 0.970 of the fp32 mAP (measured)" in won.pick.cand.accuracy.cost
     # the same records under a floor the int8 cell misses: rejected with its figure, the fp32 cell wins
     lost = camera(records, floors={**ACCURACY_FLOORS, "int8": 0.98})
-    assert lost.pick.cand.rec["backend"] == "torch-eager"
+    assert lost.pick.cand.rec.backend == "torch-eager"
     floor = [m for m in lost.misses if m.rejection.constraint == "accuracy floor"]
     assert len(floor) == 1 and "keeps 0.970" in floor[0].rejection.why
 
@@ -92,7 +94,7 @@ def test_a_smaller_shape_wins_the_camera_with_its_accuracy_cost_and_loses_under_
         ),  # 320: its fp32 reference scored 0.27 against 0.30 at 640
     ]
     won = camera(records)
-    assert won.pick.cand.rec["height"] == 320
+    assert won.pick.cand.rec.height == 320
     assert "640→320: 0.900× the 640 mAP (measured, fp32 reference)" in won.pick.cand.accuracy.cost
     page = won.pick.cand.accuracy.text() + "; " + won.pick.cand.accuracy.cost
     from harness.report.shipping import recommendation
@@ -115,15 +117,15 @@ def test_accuracy_not_scored_is_not_known_and_a_random_init_size_at_640_is_the_p
     assert "640→320: accuracy cost not known" in n320.cost
 
 
-def offline_cell(backend: str, ips: float, lo: float, hi: float, **kw) -> dict:
+def offline_cell(backend: str, ips: float, lo: float, hi: float, **kw) -> CellRecord:
     r = cell(backend, 1000.0 / ips, **kw)
-    r["scenarios"] = {
+    r.scenarios = {
         "offline": {"value": ips, "valid": True, "ips_interval": [lo, hi], "batch": 1, "concurrency": 1}
     }
     return r
 
 
-def offline(records: list[dict]):
+def offline(records: list[CellRecord]):
     idx = machine(*records)
     return decide(OFFLINE, idx[0], idx, Constraints(dict(ACCURACY_FLOORS)))
 
@@ -132,27 +134,27 @@ def test_a_tie_only_where_the_intervals_overlap_and_a_175x_difference_is_not_one
     apart = offline(
         [offline_cell("openvino", 27.7, 27.0, 28.4), offline_cell("torch-eager", 15.8, 15.4, 16.2)]
     )
-    assert apart.pick.cand.rec["backend"] == "openvino" and apart.tied == []
+    assert apart.pick.cand.rec.backend == "openvino" and apart.tied == []
     close = offline(
         [offline_cell("openvino", 27.7, 27.0, 28.4), offline_cell("onnxruntime", 27.5, 26.9, 28.1)]
     )
-    assert close.pick.cand.rec["backend"] == "openvino"
-    assert [s.cand.rec["backend"] for s in close.tied] == ["onnxruntime"]
+    assert close.pick.cand.rec.backend == "openvino"
+    assert [s.cand.rec.backend for s in close.tied] == ["onnxruntime"]
     assert "intervals overlap" in close.tie_reason
 
 
 def test_without_per_slice_rates_the_offline_interval_comes_from_the_e2e_p50_and_says_so():
     a, b = offline_cell("openvino", 27.7, 0, 0), offline_cell("torch-eager", 15.8, 0, 0)
     for r in (a, b):
-        del r["scenarios"]["offline"]["ips_interval"]
+        del r.scenarios["offline"]["ips_interval"]
     dec = offline([a, b])
     assert dec.pick.fig.interval is not None and "e2e p50's 95% interval" in dec.pick.fig.interval_how
     assert dec.tied == []  # 1.75x apart: the derived intervals do not overlap
 
 
-def _pair(a: dict, b: dict, lo: float, hi: float) -> None:
+def _pair(a: CellRecord, b: CellRecord, lo: float, hi: float) -> None:
     """Record that a and b were timed interleaved: a's p50 over b's within [lo, hi]."""
-    a["paired"] = {"reference": b["cell_id"], "ratio": (lo + hi) / 2, "ratio_ci": [lo, hi], "others": {}}
+    a.paired = {"reference": b.cell_id, "ratio": (lo + hi) / 2, "ratio_ci": [lo, hi], "others": {}}
 
 
 def test_cells_of_one_workload_are_tied_by_their_paired_ratio_not_by_overlap():
@@ -199,11 +201,11 @@ def test_a_nearest_miss_names_what_it_misses_by_and_the_command_that_would_measu
     assert "--precisions int8" in both.nearest["command"] and "--shapes 640" not in both.nearest["command"]
 
 
-def server_cell(backend: str, e2e_ms: float, tried: list[tuple[float, float]], **kw) -> dict:
+def server_cell(backend: str, e2e_ms: float, tried: list[tuple[float, float]], **kw) -> CellRecord:
     r = cell(backend, e2e_ms, **kw)
     rates = sorted(t[0] for t in tried if t[1] <= 100.0)
     fails = sorted(t[0] for t in tried if t[1] > 100.0)
-    r["scenarios"] = {
+    r.scenarios = {
         "server": {
             "value": rates[-1],
             "valid": True,
@@ -215,9 +217,9 @@ def server_cell(backend: str, e2e_ms: float, tried: list[tuple[float, float]], *
     return r
 
 
-def _write_run(path: Path, records: list[dict]) -> Path:
+def _write_run(path: Path, records: list[CellRecord]) -> Path:
     path.mkdir(parents=True)
-    (path / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (path / "cells.jsonl").write_text("".join(record_to_json(r) + "\n" for r in records))
     (path / "env.json").write_text(json.dumps({"run_id": "t", "host": {"cpu_model": "AMD EPYC"}}))
     return path
 
@@ -281,7 +283,7 @@ def test_the_server_rate_is_decided_again_from_the_rates_it_tried(tmp_path):
     run = _write_run(tmp_path / "run", [srv, slow])
     assert main([str(run), "-o", str(tmp_path / "a"), "-q"]) == 0
     pick = _decisions(tmp_path / "a")["server"]["pick"]
-    assert pick["configuration"]["cell_id"] == srv["cell_id"]
+    assert pick["configuration"]["cell_id"] == srv.cell_id
     assert pick["value"] == 40 and pick["interval"] == [40, 80] and pick["figure_source"] == "scenario"
     assert main([str(run), "-o", str(tmp_path / "b"), "-q", "--server-bound-ms", "50"]) == 0
     again = _decisions(tmp_path / "b")["server"]
@@ -309,9 +311,7 @@ def test_several_cameras_are_checked_at_the_camera_fps_given():
     from harness.report.recommend import recommendations
 
     r = cell("openvino", 12.0)
-    r["scenarios"] = {
-        "multi-stream": {"streams": 2, "p99": 25.0, "valid": True, "p99_interval": [24.0, 26.0]}
-    }
+    r.scenarios = {"multi-stream": {"streams": 2, "p99": 25.0, "valid": True, "p99_interval": [24.0, 26.0]}}
     idx = machine(r)
     at30 = next(
         x for x in recommendations(idx, cons=Constraints(dict(ACCURACY_FLOORS))) if x.key == "multi-camera"
@@ -328,7 +328,7 @@ def test_several_cameras_are_checked_at_the_camera_fps_given():
 
 def test_a_scenario_result_not_valid_under_its_rule_says_what_to_change():
     r = offline_cell("openvino", 27.7, 27.0, 28.4)
-    r["scenarios"]["offline"].update(valid=False, rule=">= 10 queries per concurrency")
+    r.scenarios["offline"].update(valid=False, rule=">= 10 queries per concurrency")
     dec = offline([r])
     assert dec.pick is None
     why = next(m.rejection.why for m in dec.misses if m.rejection.constraint == "validity")
@@ -343,7 +343,7 @@ def test_the_first_screen_shows_the_nearest_miss_with_its_command_and_absent_dev
         for b in ("tensorrt", "torch-eager", "onnxruntime")
     ]
     for r in skipped:
-        r.update(status="skipped", reason="no CUDA device visible")
+        r.status, r.reason = "skipped", "no CUDA device visible"
     run = _write_run(tmp_path / "run", [cell("torch-eager", 40.0), *skipped])
     assert main([str(run), "-o", str(tmp_path / "out"), "-q"]) == 0
     doc = parse(tmp_path / "out" / "latest" / "index.html")
@@ -358,14 +358,14 @@ def test_the_first_screen_shows_the_nearest_miss_with_its_command_and_absent_dev
     assert "ran:" not in gpu and "all 3 were skipped" in gpu
     # the front has its table and plot
     front = doc.one("section", id="front")
-    assert front.one("tr", data_cell_id=cell("torch-eager", 40.0)["cell_id"])
+    assert front.one("tr", data_cell_id=cell("torch-eager", 40.0).cell_id)
 
 
 def test_a_loadgen_server_rate_is_decided_again_at_the_percentile_it_was_judged_at(tmp_path):
     """LoadGen's short durations judge the server at the p90 (`target_ms`, `percentile` 0.9): a re-decision reads
     each tried rate's p90, and the page says p90; a record from before LoadGen has only the p99, and is read so."""
     srv = server_cell("openvino", 25.0, [(10, 20.0), (20, 45.0), (40, 90.0), (80, 400.0)])
-    res = srv["scenarios"]["server"]
+    res = srv.scenarios["server"]
     res["percentile"] = 0.9
     for t, p90 in zip(res["tried"], (12.0, 30.0, 48.0, 200.0), strict=True):
         t["target_ms"] = p90  # the p90s: 40 q/s meets a 50 ms bound at the p90, not at the p99 (90 ms)
@@ -383,9 +383,9 @@ def test_a_loadgen_server_rate_is_decided_again_at_the_percentile_it_was_judged_
     assert pick["value"] == 20 and "p99 ≤ 50 ms" in pick["figure"]
 
 
-def _single_stream(rec: dict, p99: float, p90_interval: list[float]) -> dict:
+def _single_stream(rec: CellRecord, p99: float, p90_interval: list[float]) -> CellRecord:
     """`rec` with a LoadGen single-stream result of ~100 queries: its p99 interval has no upper end."""
-    rec["scenarios"] = {
+    rec.scenarios = {
         "single-stream": {
             "value": p90_interval[0] + 0.1,
             "valid": True,
@@ -405,9 +405,9 @@ def test_camera_compares_single_stream_results_by_their_bounded_p90_intervals():
     a = _single_stream(cell("onnxruntime", 9.0, side=320), 10.5, [8.4, 9.3])
     b = _single_stream(cell("openvino", 11.0, side=320), 12.4, [10.2, 11.9])
     dec = camera([a, b])
-    assert dec.pick.cand.rec["backend"] == "onnxruntime" and dec.tied == []
+    assert dec.pick.cand.rec.backend == "onnxruntime" and dec.tied == []
     assert "p90" in dec.pick.fig.interval_how
     # the other way: overlapping p90 intervals are a tie
     b = _single_stream(cell("openvino", 11.0, side=320), 12.4, [9.0, 11.9])
     dec = camera([a, b])
-    assert [t.cand.rec["backend"] for t in dec.tied] == ["openvino"]
+    assert [t.cand.rec.backend for t in dec.tied] == ["openvino"]

@@ -4,6 +4,7 @@ and reports that follow --results-dir."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -16,7 +17,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness.core.record import check_finite, non_finite
+from harness.core.record import CellRecord, check_finite, non_finite
+from harness.core.record_codec import record_to_dict, record_to_json
 from harness.core.results_dir import RecordWriter, read_records
 from harness.history.cli import main_import, main_merge
 from harness.history.store import import_run_dir
@@ -54,7 +56,7 @@ def copy_run(tmp_path: Path, edit) -> Path:
     run = tmp_path / "results" / "run"
     shutil.copytree(CPU_RUN, run)
     recs = [edit(i, r) for i, r in enumerate(read_records(run))]
-    (run / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (run / "cells.jsonl").write_text("".join(record_to_json(r) + "\n" for r in recs))
     return run
 
 
@@ -62,7 +64,7 @@ def copy_run(tmp_path: Path, edit) -> Path:
 def test_log_links_never_leave_the_run_directory(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("not for the report")
-    with_log = [r["cell_id"] for r in read_records(CPU_RUN) if r.get("log")]
+    with_log = [r.cell_id for r in read_records(CPU_RUN) if r.log]
     hostile = {
         with_log[0]: "../../../../etc/passwd",  # the probe's value: a real file, outside
         with_log[1]: "../../secret.txt",  # tmp_path/secret.txt, relative to the run dir
@@ -70,9 +72,9 @@ def test_log_links_never_leave_the_run_directory(tmp_path):
         with_log[3]: "logs/link.log",  # a symbolic link inside the run dir pointing outside it
     }
 
-    def edit(_, rec):
-        if rec["cell_id"] in hostile:
-            rec["log"] = hostile[rec["cell_id"]]
+    def edit(_, rec: CellRecord) -> CellRecord:
+        if rec.cell_id in hostile:
+            rec.log = hostile[rec.cell_id]
         return rec
 
     run = copy_run(tmp_path, edit)
@@ -83,9 +85,9 @@ def test_log_links_never_leave_the_run_directory(tmp_path):
     assert secret.resolve() not in links and Path("/etc/passwd") not in links
     # The other way: every record whose log is a real file inside the run dir is still linked.
     legit = {
-        (run / r["log"]).resolve()
+        (run / r.log).resolve()
         for r in read_records(run)
-        if r.get("log") and r["cell_id"] not in hostile and (run / r["log"]).is_file()
+        if r.log and r.cell_id not in hostile and (run / r.log).is_file()
     }
     assert legit and legit <= set(links)
 
@@ -95,17 +97,17 @@ def test_long_text_is_cut_in_the_html_with_a_note(tmp_path):
     base = render_report([CPU_RUN], tmp_path / "base")
     huge, fits = "R" * 300_000, "F" * (TEXT_LIMIT - 100)
     recs = read_records(CPU_RUN)
-    failed = next(r["cell_id"] for r in recs if r.get("failure"))
-    long_skip, short_skip = [r["cell_id"] for r in recs if r["status"] == "skipped"][:2]
+    failed = next(r.cell_id for r in recs if r.failure)
+    long_skip, short_skip = [r.cell_id for r in recs if r.status == "skipped"][:2]
 
-    def edit(_, rec):
-        if rec["cell_id"] == long_skip:  # a skip reason is shown whole in its matrix entry's title
-            rec["reason"] = huge
-        if rec["cell_id"] == short_skip:
-            rec["reason"] = fits
-        if rec["cell_id"] == failed:
-            rec["reason"] = huge
-            rec["failure"]["message"] = "M" * 300_000
+    def edit(_, rec: CellRecord) -> CellRecord:
+        if rec.cell_id == long_skip:  # a skip reason is shown whole in its matrix entry's title
+            rec.reason = huge
+        if rec.cell_id == short_skip:
+            rec.reason = fits
+        if rec.cell_id == failed:
+            rec.reason = huge
+            rec.failure["message"] = "M" * 300_000
         return rec
 
     html = render_report([copy_run(tmp_path, edit)], tmp_path / "reports").read_text(encoding="utf-8")
@@ -116,38 +118,40 @@ def test_long_text_is_cut_in_the_html_with_a_note(tmp_path):
 
 
 # -- non-finite figures at write time ------------------------------------------------------------------------
-def ok_record(run_id: str = "r") -> dict:
+def ok_record(run_id: str = "r") -> CellRecord:
     return make_record(run_id, cell("onnxruntime", "n", "cpu"), samples_ms=[2.0, 2.1, 2.2, 2.3])
 
 
 def test_nan_and_infinity_are_refused_when_a_record_is_written(tmp_path):
     clean, bad = ok_record(), ok_record()
-    bad["cell_id"] += "-bad"
-    bad["latency_ms"]["p50"] = float("nan")
-    bad["samples_ms"][2] = float("inf")
-    bad["throughput_ips"] = np.float32("nan")  # numpy scalars too (json would write them as the string "nan")
+    bad.cell_id += "-bad"
+    bad.latency_ms = dataclasses.replace(bad.latency_ms, p50=float("nan"))
+    bad.samples_ms[2] = float("inf")
+    bad.throughput_ips = np.float32("nan")  # numpy scalars too (json would write them as the string "nan")
     writer = RecordWriter(tmp_path)
     writer.write(clean)
     writer.write(bad)
     ok, failed = read_records(tmp_path)
     assert (
-        ok["status"] == "ok" and ok["latency_ms"]["p50"] == pytest.approx(2.15) and not non_finite(ok)
+        ok.status == "ok" and ok.latency_ms.p50 == pytest.approx(2.15) and not non_finite(record_to_dict(ok))
     )  # the other way
-    assert failed["status"] == "run_failed" and failed["failure"]["class"] == "numerical_mismatch"
+    assert failed.status == "run_failed" and failed.failure["class"] == "numerical_mismatch"
     for field in ("latency_ms.p50", "samples_ms", "throughput_ips"):
-        assert field in failed["reason"] and "not finite" in failed["null_reasons"][field]
-    assert failed["latency_ms"]["p50"] is None and failed["samples_ms"] is None and not non_finite(failed)
+        assert field in failed.reason and "not finite" in failed.null_reasons[field]
+    assert (
+        failed.latency_ms.p50 is None and failed.samples_ms is None and not non_finite(record_to_dict(failed))
+    )
 
 
 def test_an_already_failed_cell_keeps_its_status_and_is_written(tmp_path):
     rec = ok_record()
-    rec.update(status="parity_failed", reason="output 0 shape (1, 300, 6) vs reference (1, 84, 8400)")
-    rec["parity"] = {"max_abs": float("inf"), "rel_l2": float("inf"), "tolerance": 1e-3, "ok": False}
-    assert check_finite(rec) == ["parity.max_abs", "parity.rel_l2"]
+    rec.status, rec.reason = "parity_failed", "output 0 shape (1, 300, 6) vs reference (1, 84, 8400)"
+    rec.parity = {"max_abs": float("inf"), "rel_l2": float("inf"), "tolerance": 1e-3, "ok": False}
+    assert check_finite(record_to_dict(rec)) == ["parity.max_abs", "parity.rel_l2"]
     RecordWriter(tmp_path).write(rec)  # json.dumps(allow_nan=False) used to raise here, losing the record
     (back,) = read_records(tmp_path)
-    assert back["status"] == "parity_failed" and back["reason"].startswith("output 0 shape")
-    assert back["parity"]["max_abs"] is None and "not finite" in back["null_reasons"]["parity.rel_l2"]
+    assert back.status == "parity_failed" and back.reason.startswith("output 0 shape")
+    assert back.parity["max_abs"] is None and "not finite" in back.null_reasons["parity.rel_l2"]
 
 
 # -- non-finite figures at import, and merge -----------------------------------------------------------------

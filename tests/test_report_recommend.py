@@ -3,11 +3,12 @@ operator fallback treated as unknown. Each case has its opposite, where the verd
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.core.record import new_record
+from harness.core.record import CellRecord, Memory, new_record
 from harness.core.results_dir import Run
 from harness.measure.stats import latency_from_samples
 from harness.report.index import index_runs
@@ -33,24 +34,25 @@ def rec(
     batch: int = 1,
     size: str = "n",
     **extra,
-) -> dict:
+) -> CellRecord:
     r = new_record("t", Cell(size, "detect", "e2e", backend, device, Shape(640, 640), batch), "random-init:0")
-    r["status"] = status
+    r.status = status
     if status == "ok" and center is not None:
         samples = rounds(center, n, spread)
-        r["samples_ms"] = samples
-        r["latency_ms"] = latency_from_samples(samples, scope).to_dict()
-        r["throughput_ips"] = batch * 1000.0 / r["latency_ms"]["p50"]
-        r["precision_executed"] = "fp32"
-    r.update(extra)
+        r.samples_ms = samples
+        r.latency_ms = latency_from_samples(samples, scope)
+        r.throughput_ips = batch * 1000.0 / r.latency_ms.p50
+        r.precision_executed = "fp32"
+    for k, v in extra.items():
+        setattr(r, k, v)
     return r
 
 
-def indexes(*records: dict):
+def indexes(*records: CellRecord):
     return index_runs([Run(Path("/x"), "t", {"host": {"cpu_model": "Intel(R) Xeon(R)"}}, list(records))])
 
 
-def cpu_edge(*records: dict):
+def cpu_edge(*records: CellRecord):
     return _ranked(USE_CASES["cpu-edge"], indexes(*records))
 
 
@@ -77,16 +79,16 @@ def test_too_few_rounds_for_an_interval_cannot_win():
 
 def test_split_ties_directly():
     cands = [(None, rec("a", 10.0)), (None, rec("b", 10.02)), (None, rec("c", 11.0))]
-    tied, why = split_ties(cands, lambda r: None if r["backend"] == "x" else _ci(r))
-    assert [r["backend"] for _, r in tied] == ["a", "b"] and why
+    tied, why = split_ties(cands, lambda r: None if r.backend == "x" else _ci(r))
+    assert [r.backend for _, r in tied] == ["a", "b"] and why
     alone, why = split_ties(cands[:1], _ci)
     assert len(alone) == 1 and why is None
 
 
-def _ci(r: dict):
+def _ci(r: CellRecord):
     from harness.history.stats import p50_interval
 
-    return p50_interval(r["samples_ms"])
+    return p50_interval(r.samples_ms)
 
 
 def test_latency_is_ranked_within_one_timing_scope():
@@ -165,10 +167,10 @@ def test_export_only_targets_without_counts_are_not_ranked():
     assert none.winner is None and "delegation count" in none.none_reason
 
 
-def _dyn(backend: str, h: int, center: float | None, device: str = "cpu", **extra) -> dict:
+def _dyn(backend: str, h: int, center: float | None, device: str = "cpu", **extra) -> CellRecord:
     r = rec(backend, center, device=device, **extra)
     cell = Cell("n", "detect", "e2e", backend, device, Shape(h, h, dynamic=True))
-    r.update(cell_id=cell.id, dynamic=True, height=h, width=h)
+    r.cell_id, r.dynamic, r.height, r.width = cell.id, True, h, h
     return r
 
 
@@ -177,9 +179,8 @@ def test_dynamic_ties_use_the_record_timed_at_the_worst_shape():
     record has none), so well separated entrants are not called tied."""
     odd = _dyn("onnxruntime", 650, None, status="run_failed")
     fix = _dyn("onnxruntime", 672, 30.0)
-    fix.update(
-        cell_id=odd["cell_id"] + "+letterbox-pad-32", remedy="letterbox-pad-32", remedy_of=odd["cell_id"]
-    )
+    fix.cell_id = odd.cell_id + "+letterbox-pad-32"
+    fix.remedy, fix.remedy_of = "letterbox-pad-32", odd.cell_id
     ort = [_dyn("onnxruntime", 320, 6.0), odd, fix]
     ov = [_dyn("openvino", 320, 5.0), _dyn("openvino", 640, 20.0)]
     result = dynamic_inputs(indexes(*ort, *ov))
@@ -190,15 +191,15 @@ def test_dynamic_ties_use_the_record_timed_at_the_worst_shape():
     assert tie.winner is None and {p.backend for p in tie.tied} == {"openvino", "onnxruntime"}
 
 
-def _pair(a: dict, b: dict, ratio: float, lo: float, hi: float) -> None:
+def _pair(a: CellRecord, b: CellRecord, ratio: float, lo: float, hi: float) -> None:
     """Record that `a` and `b` were timed together: a's p50 over b's is `ratio` [lo, hi] (and b's over a's its
     inverse)."""
-    a["paired"] = {"reference": b["cell_id"], "ratio": ratio, "ratio_ci": [lo, hi], "others": {}}
-    b["paired"] = {
-        "reference": b["cell_id"],
+    a.paired = {"reference": b.cell_id, "ratio": ratio, "ratio_ci": [lo, hi], "others": {}}
+    b.paired = {
+        "reference": b.cell_id,
         "ratio": 1.0,
         "ratio_ci": [1.0, 1.0],
-        "others": {a["cell_id"]: {"ratio": 1 / ratio, "ratio_ci": [1 / hi, 1 / lo]}},
+        "others": {a.cell_id: {"ratio": 1 / ratio, "ratio_ci": [1 / hi, 1 / lo]}},
     }
 
 
@@ -222,11 +223,11 @@ def test_paired_ratio_holding_1_is_a_tie_even_when_the_p50_intervals_are_apart()
     assert "paired p50 ratio" in result.tie_reason
 
 
-def _int8(backend: str, center: float, ratio: float | None) -> dict:
+def _int8(backend: str, center: float, ratio: float | None) -> CellRecord:
     r = rec(backend, center)
-    r["precision_requested"] = "int8"
-    r["cell_id"] = r["cell_id"].replace("fp32", "int8")
-    r["accuracy"] = None if ratio is None else {"ratio": ratio, "map50_95": 0.3 * ratio, "tier": "x"}
+    r.precision_requested = "int8"
+    r.cell_id = r.cell_id.replace("fp32", "int8")
+    r.accuracy = None if ratio is None else {"ratio": ratio, "map50_95": 0.3 * ratio, "tier": "x"}
     return r
 
 
@@ -277,7 +278,7 @@ def scen(
     missed: float = 0.0,
     valid: bool = True,
     **extra,
-) -> dict:
+) -> CellRecord:
     """A cell of the scenario profile's workload with all five scenarios (figures invented, marked synthetic)."""
     r = rec(backend, p99 / 1.3, synthetic=True, **extra)
     lo, hi = p99_ci or (0.98 * p99, 1.02 * p99)
@@ -286,13 +287,13 @@ def scen(
         "rule": "at least 1024 queries", "p50": p99 / 1.25, "p90": p99 / 1.1, "p99": p99, "queries": 1024,
         "duration_s": 20.0, "p99_interval": [lo, hi],
     }  # fmt: skip
-    r["memory"] = {"host_peak_rss_mib": rss}
-    r["latency_e2e_ms"] = dict(r["latency_ms"], p50=p99 / 1.25, p99=p99, timing_scope="end-to-end")
-    r["scenario"], r["scenario_result"] = "single-stream", single
+    r.memory = Memory(host_peak_rss_mib=rss)
+    r.latency_e2e_ms = replace(r.latency_ms, p50=p99 / 1.25, p99=p99, timing_scope="end-to-end")
+    r.scenario, r.scenario_result = "single-stream", single
     tried = [{"rate": rate_interval[0], "p99_ms": 80.0, "queries": 800, "ok": True}]
     if rate_interval[1] is not None:
         tried.append({"rate": rate_interval[1], "p99_ms": 140.0, "queries": 1200, "ok": False})
-    r["scenarios"] = {
+    r.scenarios = {
         "single-stream": single,
         "multi-stream": {
             "scenario": "multi-stream", "metric": "p99 per query", "value": multi_p99, "unit": "ms", "valid": True,
@@ -318,7 +319,7 @@ def scen(
     return r
 
 
-def use_case(key: str, *records: dict, cap: float | None = None, floors: dict | None = None):
+def use_case(key: str, *records: CellRecord, cap: float | None = None, floors: dict | None = None):
     from harness.report.picks import Constraints
     from harness.report.usecases import SCENARIO_CASES, scenario_pick
 
@@ -353,7 +354,7 @@ def test_camera_overlapping_p99_intervals_tie_and_separated_ones_do_not():
 def test_camera_cell_past_the_frame_time_cannot_win_however_fast_its_model():
     """The model-only ranking would pick openvino (lowest model p50); end to end its p99 breaks the frame time."""
     fast_model = scen("openvino", 35.0)
-    fast_model["latency_ms"] = dict(fast_model["latency_ms"], p50=5.0)
+    fast_model.latency_ms = replace(fast_model.latency_ms, p50=5.0)
     result = use_case("camera", fast_model, scen("onnxruntime", 30.0))
     assert result.winner.backend == "onnxruntime"
     assert result.rejections[0].backend == "openvino" and "35.0 ms over" in result.rejections[0].why
@@ -373,7 +374,7 @@ def test_memory_cap_rejects_the_fastest_with_its_figure():
     )
     # a cell without a memory figure is not known to fit
     unknown = scen("openvino", 20.0)
-    unknown["memory"] = None
+    unknown.memory = None
     result = use_case("camera", unknown, cells[1], cap=512)
     assert result.winner.backend == "onnxruntime" and "not known to fit" in result.rejections[0].why
     # the model-only use cases apply the cap as well

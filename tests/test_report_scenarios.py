@@ -9,13 +9,15 @@ says: the scenario figures are generated from each cell's recorded model-only p5
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
 
 import pytest
-from test_report_render import parse
+from test_report_render import parse, write_records
 
+from harness.core.record import CellRecord
 from harness.core.results_dir import read_records
 from harness.report import render_report
 from harness.report.cli import main
@@ -23,7 +25,8 @@ from harness.report.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "results" / "samples" / "2026-11-22-cpu-2core-accuracy"
 FIXTURE = Path(__file__).parent / "data" / "report" / "cpu_run"
-SCENARIO_WORKLOAD = {"size": "n", "task": "detect", "batch": 1, "height": 640, "precision_requested": "fp32"}
+#: the workload of the scenario profile: size, task, batch, height, requested precision
+SCENARIO_WORKLOAD = ("n", "detect", 1, 640, "fp32")
 SERVER_RATES = (5, 10, 20, 40, 60, 80, 100, 140, 200)
 SERVER_BOUND_MS = 100.0
 SERVER_PERCENTILE = 0.9
@@ -31,12 +34,12 @@ CORES = 2
 LOADGEN_SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
 
 
-def _loadgen(rec: dict, name: str) -> dict:
+def _loadgen(rec: CellRecord, name: str) -> dict:
     """The `loadgen` section of a LoadGen scenario: its durations and the path of its summary in the run dir."""
     return {
         "durations": "short",
         "result": "VALID",
-        "logs": f"loadgen/{rec['cell_id']}/{name}/mlperf_log_summary.txt",
+        "logs": f"loadgen/{rec.cell_id}/{name}/mlperf_log_summary.txt",
     }
 
 
@@ -44,21 +47,27 @@ def _interval(v: float, lo: float = 0.97, hi: float = 1.04) -> list[float]:
     return [round(v * lo, 4), round(v * hi, 4)]
 
 
-def _e2e(rec: dict) -> None:
+def _e2e(rec: CellRecord) -> None:
     """latency_e2e_ms, stages_ms, e2e and the single-stream scenario, from the cell's model-only p50."""
-    lat = rec["latency_ms"]
-    scale = (rec["height"] or 640) * (rec["width"] or 640) / 640**2 * rec["batch"]
-    pre, post, model = 1.8 * scale, 0.6 * rec["batch"], lat["p50"]
+    lat = rec.latency_ms
+    assert lat is not None
+    scale = (rec.height or 640) * (rec.width or 640) / 640**2 * rec.batch
+    pre, post, model = 1.8 * scale, 0.6 * rec.batch, lat.p50
     p50 = model + pre + post + 0.1
     p99 = 1.25 * p50
-    rec["latency_e2e_ms"] = dict(
-        lat, p50=p50, p90=1.1 * p50, p99=p99, mean=1.05 * p50, timing_scope="end-to-end"
+    rec.latency_e2e_ms = dataclasses.replace(
+        lat,
+        p50=p50,
+        p90=1.1 * p50,
+        p99=p99,
+        mean=1.05 * p50,
+        timing_scope="end-to-end",
+        p50_ci=_interval(p50, 0.99, 1.01),
     )
-    rec["latency_e2e_ms"]["p50_ci"] = _interval(p50, 0.99, 1.01)
-    rec["stages_ms"] = {"preprocess": pre, "h2d": None, "model": model, "d2h": None, "postprocess": post}
-    rec["null_reasons"]["stages_ms.h2d"] = "cpu cell: no host-to-device copy"
-    rec["null_reasons"]["stages_ms.d2h"] = "cpu cell: no device-to-host copy"
-    rec["e2e"] = {
+    rec.stages_ms = {"preprocess": pre, "h2d": None, "model": model, "d2h": None, "postprocess": post}
+    rec.null_reasons["stages_ms.h2d"] = "cpu cell: no host-to-device copy"
+    rec.null_reasons["stages_ms.d2h"] = "cpu cell: no device-to-host copy"
+    rec.e2e = {
         "postprocess": "ultralytics.utils.ops.scale_boxes after the end-to-end head (no NMS)",
         "rounds": 60,
         "stage_sum_ms": pre + model + post,
@@ -66,8 +75,8 @@ def _e2e(rec: dict) -> None:
         "gap": 0.1 / (pre + model + post),
         "check": {"rule": "wall within 10% of the stage sum", "held": True},
     }
-    rec["scenario"] = "single-stream"
-    rec["scenario_result"] = {
+    rec.scenario = "single-stream"
+    rec.scenario_result = {
         "scenario": "single-stream",
         "metric": "p90 latency",
         "value": 1.1 * p50,
@@ -83,9 +92,10 @@ def _e2e(rec: dict) -> None:
     }
 
 
-def _scenarios(rec: dict) -> None:
+def _scenarios(rec: CellRecord) -> None:
     """The five scenarios of the scenario profile's workload."""
-    single = rec["scenario_result"]
+    assert rec.scenario_result is not None and rec.latency_ms is not None
+    single = rec.scenario_result
     p50, p99 = single["p50"], single["p99"]
     streams = 2
     q50 = p50 * streams / CORES * 1.05
@@ -105,7 +115,7 @@ def _scenarios(rec: dict) -> None:
         )
     passing = [t["rate"] for t in tried if t["ok"]]
     failing = [t["rate"] for t in tried if not t["ok"] and t["rate"] > max(passing, default=0)]
-    ips = 1000.0 / rec["latency_ms"]["p50"] * 1.7
+    ips = 1000.0 / rec.latency_ms.p50 * 1.7
     sweep = [
         {"concurrency": c, "batch": b, "ips": round(ips * f, 2)}
         for c, b, f in ((1, 1, 0.6), (2, 1, 0.85), (1, 8, 0.9), (2, 8, 1.0))
@@ -116,7 +126,7 @@ def _scenarios(rec: dict) -> None:
     }
     for fps, row in cam.items():
         row["p99_ms"] = p99 * (1.3 if fps == "60" else 1.0)
-    rec["scenarios"] = {
+    rec.scenarios = {
         "single-stream": dict(single, loadgen=_loadgen(rec, "single-stream"), driver="mlperf_loadgen"),
         "multi-stream": {
             "scenario": "multi-stream",
@@ -183,18 +193,20 @@ def scenario_run(dest: Path, source: Path | None = None) -> Path:
     (run / "env.json").write_text(json.dumps(env))
     recs = read_records(run)
     for rec in recs:
-        rec["synthetic"] = True
-        if rec["status"] == "ok" and rec.get("latency_ms") and not rec.get("dynamic"):
+        rec.synthetic = True
+        if rec.status == "ok" and rec.latency_ms and not rec.dynamic:
             _e2e(rec)
-            if all(rec.get(k) == v for k, v in SCENARIO_WORKLOAD.items()) and rec["device"] == "cpu":
+            workload = (rec.size, rec.task, rec.batch, rec.height, rec.precision_requested)
+            if workload == SCENARIO_WORKLOAD and rec.device == "cpu":
                 _scenarios(rec)
+                assert rec.scenarios is not None
                 for name in LOADGEN_SCENARIOS:
-                    res = rec["scenarios"][name]
+                    res = rec.scenarios[name]
                     res.setdefault("loadgen", _loadgen(rec, name))
                     summary = run / res["loadgen"]["logs"]
                     summary.parent.mkdir(parents=True, exist_ok=True)
                     summary.write_text(f"MLPerf Results Summary (synthetic)\nScenario : {name}\n")
-    (run / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    write_records(run, recs)
     return run
 
 
@@ -206,8 +218,8 @@ def page(tmp_path_factory):
     return run, index, parse(index)
 
 
-def _scenario_cells(run: Path) -> list[dict]:
-    return [r for r in read_records(run) if r.get("scenarios")]
+def _scenario_cells(run: Path) -> list[CellRecord]:
+    return [r for r in read_records(run) if r.scenarios]
 
 
 def test_first_screen_names_a_pick_per_use_case(page):
@@ -221,11 +233,11 @@ def test_first_screen_names_a_pick_per_use_case(page):
     # every configuration competes for the camera (issue 28): the pick is at least as fast as the scenario cell
     # with the lowest e2e p99, or tied with it
     cells = _scenario_cells(run)
-    best = min(cells, key=lambda r: r["scenarios"]["single-stream"]["p99"])
+    best = min(cells, key=lambda r: r.scenarios["single-stream"]["p99"])
     decision = json.loads((page[1].parent / "decision.json").read_text())
     camera = next(e for e in decision["decisions"] if e["use_case"] == "camera")
     tied = {t["configuration"]["cell_id"] for t in camera["tied_with"]}
-    assert camera["pick"]["value"] <= best["scenarios"]["single-stream"]["p99"] or best["cell_id"] in tied
+    assert camera["pick"]["value"] <= best.scenarios["single-stream"]["p99"] or best.cell_id in tied
     assert (
         camera["pick"]["configuration"]["backend"]
         in rows["camera"].one("td", cls="answer").attrs["data-backends"]
@@ -245,9 +257,9 @@ def test_scenario_table_shows_each_scenarios_value_unit_and_validity(page):
     cells = _scenario_cells(run)
     assert cells
     for rec in cells:
-        tr = table.one("tr", data_cell_id=rec["cell_id"])
+        tr = table.one("tr", data_cell_id=rec.cell_id)
         for td in tr.all("td", cls="scenario"):
-            res = rec["scenarios"][td.attrs["data-scenario"]]
+            res = rec.scenarios[td.attrs["data-scenario"]]
             assert td.attrs["data-valid"] == ("yes" if res["valid"] else "no")
             if res["value"] is None:
                 assert "n/a" in td.text()
@@ -263,7 +275,7 @@ def test_each_loadgen_scenario_links_its_loadgen_summary_and_the_camera_none(pag
     table = doc.one("table", cls="scenarios")
     cells = _scenario_cells(run)
     for rec in cells:
-        tr = table.one("tr", data_cell_id=rec["cell_id"])
+        tr = table.one("tr", data_cell_id=rec.cell_id)
         for td in tr.all("td", cls="scenario"):
             name = td.attrs["data-scenario"]
             links = [a for a in td.all("a", cls="log") if a.text() == "LoadGen summary"]
@@ -272,7 +284,7 @@ def test_each_loadgen_scenario_links_its_loadgen_summary_and_the_camera_none(pag
                 continue
             (link,) = links
             target = (index.parent / link.attrs["href"]).resolve()
-            assert target == (run / rec["scenarios"][name]["loadgen"]["logs"]).resolve() and target.is_file()
+            assert target == (run / rec.scenarios[name]["loadgen"]["logs"]).resolve() and target.is_file()
         # the server's percentile is the one it was judged at, not a p99 by default
         server = tr.one("td", data_scenario="server")
         assert f"p90 ≤ {SERVER_BOUND_MS:g} ms" in server.text()
@@ -282,9 +294,9 @@ def test_a_loadgen_log_path_outside_the_run_is_not_linked(tmp_path):
     run = scenario_run(tmp_path)
     recs = read_records(run)
     for rec in recs:
-        if rec.get("scenarios"):
-            rec["scenarios"]["offline"]["loadgen"]["logs"] = "../../../../etc/passwd"
-    (run / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+        if rec.scenarios:
+            rec.scenarios["offline"]["loadgen"]["logs"] = "../../../../etc/passwd"
+    write_records(run, recs)
     doc = parse(render_report([run], tmp_path / "reports"))
     for td in doc.one("table", cls="scenarios").all("td", data_scenario="offline"):
         assert not [a for a in td.all("a", cls="log") if a.text() == "LoadGen summary"]
@@ -294,14 +306,14 @@ def test_a_loadgen_log_path_outside_the_run_is_not_linked(tmp_path):
 def test_e2e_table_shows_model_only_beside_end_to_end_and_stages(page):
     run, _, doc = page
     notes = {li.attrs["id"]: li.text() for li in doc.one("ol", cls="notes").all("li")}
-    rec = next(r for r in _scenario_cells(run) if r["backend"] == "onnxruntime")
-    tr = doc.one("table", cls="e2e").one("tr", data_cell_id=rec["cell_id"])
+    rec = next(r for r in _scenario_cells(run) if r.backend == "onnxruntime")
+    tr = doc.one("table", cls="e2e").one("tr", data_cell_id=rec.cell_id)
     cols = {td.attrs["data-col"]: td for td in tr.all("td") if "data-col" in td.attrs}
-    assert float(cols["model_p50"].text()) == pytest.approx(rec["latency_ms"]["p50"], rel=0.006)
-    assert float(cols["e2e_p99"].text()) == pytest.approx(rec["latency_e2e_ms"]["p99"], rel=0.006)
+    assert float(cols["model_p50"].text()) == pytest.approx(rec.latency_ms.p50, rel=0.006)
+    assert float(cols["e2e_p99"].text()) == pytest.approx(rec.latency_e2e_ms.p99, rel=0.006)
     h2d = cols["h2d"]
     assert h2d.text().startswith("n/a")
-    assert notes[h2d.one("a").attrs["href"].lstrip("#")] == rec["null_reasons"]["stages_ms.h2d"]
+    assert notes[h2d.one("a").attrs["href"].lstrip("#")] == rec.null_reasons["stages_ms.h2d"]
     assert doc.one("figure", data_plot="stages").all("svg", cls="plot")
 
 
@@ -310,7 +322,7 @@ def test_devices_without_a_cell_run_fold_into_one_line_each(page):
     recs = read_records(run)
     by_device: dict[str, set[str]] = {}
     for r in recs:
-        by_device.setdefault(r["device"], set()).add(r["status"])
+        by_device.setdefault(r.device, set()).add(r.status)
     gone = {d for d, statuses in by_device.items() if statuses == {"skipped"}}
     assert "cuda" in gone
     lines = doc.one("table", cls="folded").all("tr", cls="folded-line")
@@ -320,22 +332,22 @@ def test_devices_without_a_cell_run_fold_into_one_line_each(page):
     for table in doc.all("table", cls="matrix"):
         assert not {th.attrs["data-device"] for th in table.all("th", cls="col")} & gone
     for r in recs:
-        if r["device"] in gone and not r.get("remedy_of"):
-            assert len(doc.all("div", cls="entry", data_cell_id=r["cell_id"])) == 1
+        if r.device in gone and not r.remedy_of:
+            assert len(doc.all("div", cls="entry", data_cell_id=r.cell_id)) == 1
 
 
 def test_memory_cap_rejects_the_fastest_and_is_said_on_the_first_screen(tmp_path, capsys):
     run = scenario_run(tmp_path)
     cells = _scenario_cells(run)
-    best = min(cells, key=lambda r: r["scenarios"]["single-stream"]["p99"])
-    cap = best["memory"]["host_peak_rss_mib"] - 1
+    best = min(cells, key=lambda r: r.scenarios["single-stream"]["p99"])
+    cap = best.memory.host_peak_rss_mib - 1
     assert main([str(run), "-o", str(tmp_path / "out"), "--memory-cap", f"{cap}", "-q"]) == 0
     doc = parse(tmp_path / "out" / "latest" / "index.html")
     camera = doc.one("div", cls="rec", data_key="camera")
-    rejected = camera.one("li", data_cell_id=best["cell_id"], data_constraint="memory cap")
+    rejected = camera.one("li", data_cell_id=best.cell_id, data_constraint="memory cap")
     assert "over the" in rejected.text() and "MiB cap" in rejected.text()
     answer = doc.one("table", cls="decision").one("tr", data_key="camera").one("td", cls="answer")
-    assert best["backend"] not in answer.attrs["data-backends"].split()
+    assert best.backend not in answer.attrs["data-backends"].split()
     assert "memory cap" in doc.one("section", id="decision").text()
     assert main([str(run), "-o", str(tmp_path / "bad"), "--memory-cap", "-5"]) == 2
     assert "--memory-cap" in capsys.readouterr().err

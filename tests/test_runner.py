@@ -43,21 +43,24 @@ def first_run(tmp_path_factory, cache_dir):
 def test_cpu_backend_record_is_ok_and_complete(first_run, backend):
     _, recs = first_run
     rec = recs[backend]
-    assert rec["status"] == "ok", rec["reason"]
-    lat = rec["latency_ms"]
-    assert 0 < lat["min"] <= lat["p50"] <= lat["max"]
-    assert lat["rounds"] == len(rec["samples_ms"]) >= 10
+    assert rec.status == "ok", rec.reason
+    lat = rec.latency_ms
+    assert 0 < lat.min <= lat.p50 <= lat.max
+    assert lat.rounds == len(rec.samples_ms) >= 10
     for name, need in (("p90", 20), ("p99", 100)):
-        if lat["rounds"] >= need:
-            assert lat["p50"] <= lat[name] <= lat["max"]
+        if lat.rounds >= need:
+            assert lat.p50 <= getattr(lat, name) <= lat.max
         else:
-            assert lat[name] is None and f"needs at least {need}" in rec["null_reasons"][f"latency_ms.{name}"]
-    lo, hi = lat["p50_ci"]
-    assert lo <= lat["p50"] <= hi and isinstance(lat["unstable"], bool)
-    timing = rec["timing"]
+            assert (
+                getattr(lat, name) is None
+                and f"needs at least {need}" in rec.null_reasons[f"latency_ms.{name}"]
+            )
+    lo, hi = lat.p50_ci
+    assert lo <= lat.p50 <= hi and isinstance(lat.unstable, bool)
+    timing = rec.timing
     assert timing["mode"] == "interleaved" and len(timing["with"]) == len(CPU_BACKENDS) - 1
     assert timing["trials"] >= 10 and timing["stop"]
-    paired = rec["paired"]
+    paired = rec.paired
     assert paired["reference"] == "yolo26n-detect-e2e-torch-eager-cpu-160x160-b1-fp32"
     if backend == "torch-eager":
         assert paired["ratio"] == 1.0
@@ -65,36 +68,36 @@ def test_cpu_backend_record_is_ok_and_complete(first_run, backend):
         plo, phi = paired["ratio_ci"]
         assert plo <= paired["ratio"] <= phi and paired["ratio"] > 0
     assert len(paired["others"]) == len(CPU_BACKENDS) - 1
-    canary = rec["canary_ms"]
+    canary = rec.canary_ms
     assert canary["before"] > 0 and canary["after"] > 0
-    assert rec["throughput_ips"] == pytest.approx(1000 / lat["p50"])
-    assert rec["precision_executed"] == "fp32" and rec["precision_source"]
-    assert rec["threads"] == rec["threads_requested"] >= 1
-    assert rec["parity"]["ok"] and rec["parity"]["failed"] == [] and rec["parity"]["precision"] == "fp32"
-    mem = rec["memory"]
-    assert mem["host_peak_rss_mib"] > 100 and 0 <= mem["host_peak_delta_mib"] <= mem["host_peak_rss_mib"]
-    assert rec["schema_version"] == 2 and unexplained_nulls(rec) == []
-    assert rec["weights"].startswith("standin:")  # yolo26n detect runs on the committed stand-in weights
-    acc = rec["accuracy"]  # so its accuracy is scored, beside the PyTorch fp32 reference's on the same images
+    assert rec.throughput_ips == pytest.approx(1000 / lat.p50)
+    assert rec.precision_executed == "fp32" and rec.precision_source
+    assert rec.threads == rec.threads_requested >= 1
+    assert rec.parity["ok"] and rec.parity["failed"] == [] and rec.parity["precision"] == "fp32"
+    mem = rec.memory
+    assert mem.host_peak_rss_mib > 100 and 0 <= mem.host_peak_delta_mib <= mem.host_peak_rss_mib
+    assert rec.schema_version == 2 and unexplained_nulls(rec) == []
+    assert rec.weights.startswith("standin:")  # yolo26n detect runs on the committed stand-in weights
+    acc = rec.accuracy  # so its accuracy is scored, beside the PyTorch fp32 reference's on the same images
     assert acc["images"] == 32 and acc["reference_map50_95"] > 0 and acc["ratio"] is not None
-    assert rec["first_run_ms"] > 0 and rec["load_s"] > 0
-    assert rec["artifact_bytes"] > 1_000_000
+    assert rec.first_run_ms > 0 and rec.load_s > 0
+    assert rec.artifact_bytes > 1_000_000
     if backends.get(backend).exports:
-        assert rec["export_s"] > 0 and rec["cache_hit"] in (False, True)
+        assert rec.export_s > 0 and rec.cache_hit in (False, True)
     else:
-        assert rec["export_s"] is None and "no export step" in rec["null_reasons"]["export_s"]
-    assert "memory.device_peak_used_mib" in rec["null_reasons"]
-    assert "CPU cell" in rec["null_reasons"]["energy.per_inference_j"]
+        assert rec.export_s is None and "no export step" in rec.null_reasons["export_s"]
+    assert "memory.device_peak_used_mib" in rec.null_reasons
+    assert "CPU cell" in rec.null_reasons["energy.per_inference_j"]
 
 
 def test_records_are_on_disk_as_json_lines(first_run):
     out, recs = first_run
     on_disk = read_records(out / "r1")
-    assert [r["cell_id"] for r in on_disk] == [r["cell_id"] for r in recs.values()]
+    assert [r.cell_id for r in on_disk] == [r.cell_id for r in recs.values()]
 
 
 def test_executorch_record_carries_delegation_counts(first_run):
-    ops = first_run[1]["executorch-xnnpack"]["ops"]
+    ops = first_run[1]["executorch-xnnpack"].ops
     assert ops["delegated"] > 100 and ops["fallback"] > 0
     assert "aten_topk_default" in ops["fallback_ops"]  # the e2e head's top-k is not delegated to XNNPACK
 
@@ -103,31 +106,31 @@ def test_second_run_exports_nothing(first_run, tmp_path, cache_dir):
     entries = sorted((cache_dir / "exports").iterdir())
     r = _runner(tmp_path, cache_dir, run_id="r2")
     rec = r.run_cell(Cell("n", "detect", "e2e", "onnxruntime", "cpu", SHAPE))
-    assert rec["status"] == "ok" and rec["cache_hit"] is True
-    assert rec["export_s"] == first_run[1]["onnxruntime"]["export_s"]
+    assert rec.status == "ok" and rec.cache_hit is True
+    assert rec.export_s == first_run[1]["onnxruntime"].export_s
     # a cache hit's export time is labelled as the earlier export's, naming the run that made it
     first = first_run[1]["onnxruntime"]
-    assert rec["export_origin"].startswith("cache: exported by run ")
-    assert rec["export_origin"].endswith(f" in {rec['export_s']:.1f} s")
+    assert rec.export_origin.startswith("cache: exported by run ")
+    assert rec.export_origin.endswith(f" in {rec.export_s:.1f} s")
     # host memory measured in a fresh process for this artifact is reused, labelled with the run that measured it
-    assert rec["memory"]["origin"].startswith("measured by run ")
-    assert rec["memory"]["host_peak_rss_mib"] == first["memory"]["host_peak_rss_mib"]
-    if first["cache_hit"]:  # another test of this session exported it first
-        assert first["export_origin"] == rec["export_origin"]
+    assert rec.memory.origin.startswith("measured by run ")
+    assert rec.memory.host_peak_rss_mib == first.memory.host_peak_rss_mib
+    if first.cache_hit:  # another test of this session exported it first
+        assert first.export_origin == rec.export_origin
     else:
-        assert first["export_origin"] == "exported in this attempt"
-        assert rec["export_origin"].startswith("cache: exported by run r1 at ")
+        assert first.export_origin == "exported in this attempt"
+        assert rec.export_origin.startswith("cache: exported by run r1 at ")
     assert sorted((cache_dir / "exports").iterdir()) == entries
-    assert "export cache hit" in (tmp_path / "r2" / rec["log"]).read_text()
+    assert "export cache hit" in (tmp_path / "r2" / rec.log).read_text()
 
 
 def test_unavailable_device_and_exclusion_are_skips_with_reasons(tmp_path, cache_dir):
     r = _runner(tmp_path, cache_dir)
     rec = r.run_cell(Cell("n", "detect", "e2e", "torch-eager", "cuda", SHAPE))
-    assert rec["status"] == "skipped" and "CUDA" in rec["reason"]
+    assert rec.status == "skipped" and "CUDA" in rec.reason
     rec = r.run_cell(Cell("n", "cls", "e2e", "onnxruntime", "cpu", SHAPE), skip_reason="no detection head")
-    assert rec["status"] == "skipped" and rec["reason"] == "no detection head"
-    assert rec["latency_ms"] is None
+    assert rec.status == "skipped" and rec.reason == "no detection head"
+    assert rec.latency_ms is None
     assert unexplained_nulls(rec) == []
     assert len(read_records(tmp_path / "r1")) == 2
 
@@ -143,20 +146,20 @@ def test_a_failing_cell_keeps_the_records_of_the_others(tmp_path, cache_dir, mon
     bad = r.run_cell(Cell("n", "detect", "e2e", "onnxruntime", "cpu", SHAPE))
     monkeypatch.undo()
     good = r.run_cell(Cell("n", "detect", "e2e", "torch-eager", "cpu", SHAPE))
-    assert bad["status"] == "load_failed" and bad["failure"]["stage"] == "load"
-    assert bad["reason"] == "<b>session refused</b> the model"
-    assert "session refused" in (tmp_path / "r1" / bad["log"]).read_text()
-    assert bad["null_reasons"]["latency_ms"] == "cell did not run (load_failed)"
-    assert good["status"] == "ok"
+    assert bad.status == "load_failed" and bad.failure["stage"] == "load"
+    assert bad.reason == "<b>session refused</b> the model"
+    assert "session refused" in (tmp_path / "r1" / bad.log).read_text()
+    assert bad.null_reasons["latency_ms"] == "cell did not run (load_failed)"
+    assert good.status == "ok"
     assert unexplained_nulls(bad) == [] and unexplained_nulls(good) == []
     recs = read_records(tmp_path / "r1")
     # the load failure (runtime_error on the e2e head) is retried with the raw-head remedy, which fails the same
-    assert [(x["status"], x["remedy"]) for x in recs] == [
+    assert [(x.status, x.remedy) for x in recs] == [
         ("load_failed", None),
         ("load_failed", "raw-head"),
         ("ok", None),
     ]
-    assert recs[1]["remedy_of"] == bad["cell_id"] and recs[1]["head"] == "raw"
+    assert recs[1].remedy_of == bad.cell_id and recs[1].head == "raw"
 
 
 def test_slowdown_knob_stretches_only_the_named_backend(tmp_path, cache_dir, monkeypatch):
@@ -165,7 +168,7 @@ def test_slowdown_knob_stretches_only_the_named_backend(tmp_path, cache_dir, mon
     slow = _runner(tmp_path, cache_dir, run_id="slow").run_cell(cell)
     # how much it stretches is checked on the paired ratio (two p50s taken apart are exposed to the machine's
     # drift): test_paired_ratio_follows_a_slowdown_of_one_backend
-    assert "YOLO26_BENCH_SLOWDOWN" in slow["reason"] and slow["timing"]["mode"] == "solo"
+    assert "YOLO26_BENCH_SLOWDOWN" in slow.reason and slow.timing["mode"] == "solo"
     assert slowdown_factors("a=1.5,b=2") == {"a": 1.5, "b": 2.0}
     with pytest.raises(ValueError):
         slowdown_factors("a=0.5")
@@ -196,13 +199,13 @@ def test_workload_with_a_failing_cell_keeps_the_others_and_pairs_only_ok_cells(
     cells = [Cell("n", "detect", "e2e", b, "cpu", SHAPE) for b in ("onnxruntime", "torch-eager")]
     out = r.run_workload(cells)
     bad, good = out[cells[0].id][0], out[cells[1].id][0]
-    assert bad["status"] == "load_failed" and good["status"] == "ok"
+    assert bad.status == "load_failed" and good.status == "ok"
     assert (
-        good["paired"] is None
-        and good["null_reasons"]["paired"] == "the only ok backend of its workload in this run"
+        good.paired is None
+        and good.null_reasons["paired"] == "the only ok backend of its workload in this run"
     )
-    assert bad["null_reasons"]["paired"] == "not an ok cell (load_failed)"
-    assert good["timing"]["mode"] == "solo" and unexplained_nulls(good) == [] and unexplained_nulls(bad) == []
+    assert bad.null_reasons["paired"] == "not an ok cell (load_failed)"
+    assert good.timing["mode"] == "solo" and unexplained_nulls(good) == [] and unexplained_nulls(bad) == []
 
 
 @pytest.mark.timing
@@ -215,13 +218,13 @@ def test_paired_ratio_follows_a_slowdown_of_one_backend(tmp_path, cache_dir, mon
     ov_id = cells[1].id
 
     def ort_over_ov(out) -> float:
-        paired = out[cells[0].id][0]["paired"]
+        paired = out[cells[0].id][0].paired
         return paired["others"][ov_id]["ratio"] if paired["reference"] != ov_id else paired["ratio"]
 
     # two runs apart: loose bounds on their ratio. Above 3 is expected: the knob's sleep after each round lets
     # ONNX Runtime's spinning pool go idle, so its next run also pays for waking its threads (4.9 seen at 160x160)
     assert 2.0 < ort_over_ov(slow) / ort_over_ov(plain) < 6.0
-    lo, _ = slow[cells[0].id][0]["paired"]["others"][ov_id]["ratio_ci"]
+    lo, _ = slow[cells[0].id][0].paired["others"][ov_id]["ratio_ci"]
     assert lo > 1.0  # stretched onnxruntime is slower than openvino beyond doubt
 
 
@@ -240,19 +243,19 @@ def test_timing_phase_spreads_every_workload_over_episodes(tmp_path, cache_dir):
         recs.update({k: v[0] for k, v in r.run_workload(pair).items()})
     assert r.timed_workloads == {}
     for rec in recs.values():
-        assert rec["status"] == "ok", rec["reason"]
-        timing = rec["timing"]
+        assert rec.status == "ok", rec.reason
+        timing = rec.timing
         assert [e["stop"].split(":")[0] for e in timing["episodes"]] == [
             f"episode {k} of 3" for k in (1, 2, 3)
         ]
         assert all(e["trials"] >= 4 for e in timing["episodes"])
         assert timing["trials"] == sum(e["trials"] for e in timing["episodes"])
-        assert len(rec["samples_ms"]) == rec["latency_ms"]["rounds"] >= 10
-        assert len(rec["canary_ms"]["readings"]) == 6
-        assert rec["paired"]["trials"] == timing["trials"]
+        assert len(rec.samples_ms) == rec.latency_ms.rounds >= 10
+        assert len(rec.canary_ms["readings"]) == 6
+        assert rec.paired["trials"] == timing["trials"]
     # the other way: one episode is the workload timed in one go
     one = _runner(tmp_path, cache_dir, run_id="one", episodes=1, e2e=False, accuracy=False)
     one.time_all(cells[:2])
     assert one.timed_workloads == {}
     rec = one.run_workload(cells[:2])[cells[0].id][0]
-    assert len(rec["timing"]["episodes"]) == 1 and not rec["timing"]["stop"].startswith("episode")
+    assert len(rec.timing["episodes"]) == 1 and not rec.timing["stop"].startswith("episode")

@@ -174,19 +174,19 @@ def test_cells_of_a_workload_record_end_to_end_fields_and_scenarios(tmp_path, ca
     by_id = svc.run_workload(cells)
     for c in cells:
         rec = by_id[c.id][0]
-        assert rec["status"] == "ok", rec["reason"]
-        assert rec["latency_e2e_ms"]["timing_scope"] == "end-to-end"
-        assert rec["latency_e2e_ms"]["rounds"] >= 20
-        assert rec["latency_e2e_ms"]["p50"] > 0 and all(
-            rec["stages_ms"][s] > 0 for s in ("preprocess", "model", "postprocess")
+        assert rec.status == "ok", rec.reason
+        assert rec.latency_e2e_ms.timing_scope == "end-to-end"
+        assert rec.latency_e2e_ms.rounds >= 20
+        assert rec.latency_e2e_ms.p50 > 0 and all(
+            rec.stages_ms[s] > 0 for s in ("preprocess", "model", "postprocess")
         )
-        assert isinstance(rec["e2e"]["check"]["held"], bool) and rec["e2e"]["pairs"] >= 20
-        assert set(rec["stages_ms"]) == {"preprocess", "h2d", "model", "d2h", "postprocess"}
-        assert rec["null_reasons"]["stages_ms.h2d"] == NO_COPY_CPU
+        assert isinstance(rec.e2e["check"]["held"], bool) and rec.e2e["pairs"] >= 20
+        assert set(rec.stages_ms) == {"preprocess", "h2d", "model", "d2h", "postprocess"}
+        assert rec.null_reasons["stages_ms.h2d"] == NO_COPY_CPU
         # validity from a 0.2 s budget depends on the machine's moment: its type and rule, not its value
-        assert rec["scenario"] == "single-stream" and isinstance(rec["scenario_result"]["valid"], bool)
-        assert set(rec["scenarios"]) == {"single-stream", "multi-stream", "server", "offline", "camera"}
-        for name, res in rec["scenarios"].items():
+        assert rec.scenario == "single-stream" and isinstance(rec.scenario_result["valid"], bool)
+        assert set(rec.scenarios) == {"single-stream", "multi-stream", "server", "offline", "camera"}
+        for name, res in rec.scenarios.items():
             assert res["scenario"] == name and isinstance(res["valid"], bool) and res["rule"]
             # a value, or LoadGen's reason (the server: no rate VALID on a loaded machine)
             assert res["value"] is not None or res["reason"], res
@@ -194,8 +194,8 @@ def test_cells_of_a_workload_record_end_to_end_fields_and_scenarios(tmp_path, ca
             if name != "camera":
                 assert res["driver"] == "mlperf_loadgen" and res["loadgen"]["durations"] == "short"
                 assert (cfg.run_dir / res["loadgen"]["logs"]).is_file()
-        assert rec["scenarios"]["camera"]["driver"].startswith("harness")
-        assert rec["scenarios"]["multi-stream"]["streams"] == cfg.threads
+        assert rec.scenarios["camera"]["driver"].startswith("harness")
+        assert rec.scenarios["multi-stream"]["streams"] == cfg.threads
         assert unexplained_nulls(rec) == []
     ort = by_id[cells[1].id][0]
     assert "InferenceSession" in ort["scenarios"]["server"]["mechanism"]

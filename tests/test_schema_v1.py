@@ -13,8 +13,9 @@ import pytest
 from harness import SCHEMA_VERSION
 from harness.core import migrate
 from harness.core.migrate import migrate_env, migrate_record
-from harness.core.record import RECORD_FIELDS
-from harness.core.results_dir import ImportRefused, load_run, read_env, read_records, write_env
+from harness.core.record import RECORD_FIELDS, CellRecord
+from harness.core.record_codec import record_to_dict, section_items
+from harness.core.results_dir import ImportRefused, RecordWriter, load_run, read_env, read_records, write_env
 from harness.history.cli import main_import
 from harness.history.fingerprint import fingerprint_from_env
 from harness.history.store import connect, import_run_dir
@@ -30,8 +31,8 @@ def _raw() -> dict[str, dict]:
     return {r["cell_id"]: r for r in map(json.loads, lines)}
 
 
-def _one(recs: dict, backend: str, status: str) -> dict:
-    return next(r for r in recs.values() if r["backend"] == backend and r["status"] == status)
+def _one(recs: dict[str, CellRecord], backend: str, status: str) -> CellRecord:
+    return next(r for r in recs.values() if r.backend == backend and r.status == status)
 
 
 def test_the_fixture_is_schema_1_and_varied():
@@ -42,56 +43,56 @@ def test_the_fixture_is_schema_1_and_varied():
 
 
 def test_read_records_migrates_v1_keys_and_keeps_values():
-    raw, recs = _raw(), {r["cell_id"]: r for r in read_records(V1_RUN)}
+    raw, recs = _raw(), {r.cell_id: r for r in read_records(V1_RUN)}
     assert recs.keys() == raw.keys()
     for cid, rec in recs.items():
         old = raw[cid]
-        assert rec["schema_version"] == SCHEMA_VERSION
-        assert set(RECORD_FIELDS) <= set(rec)
+        written = record_to_dict(rec)  # the record as JSON, to hold against the v1 JSON on disk
+        assert rec.schema_version == SCHEMA_VERSION
+        assert set(RECORD_FIELDS) <= set(written)
         # threads were not recorded by v1: null, with the reason
-        for f in ("threads", "threads_requested"):
-            assert rec[f] is None and rec["null_reasons"][f] == migrate.V1_NOT_RECORDED
+        assert rec.threads is None and rec.null_reasons["threads"] == migrate.V1_NOT_RECORDED
+        assert (
+            rec.threads_requested is None and rec.null_reasons["threads_requested"] == migrate.V1_NOT_RECORDED
+        )
         # every v1 field other than the ones v2 reworked keeps its value
         for f in set(old) - {"schema_version", "memory", "null_reasons", "precision_executed"}:
-            assert rec[f] == old[f], f
-        assert not any(k.endswith("_mb") or "energy_per" in k for k in rec["null_reasons"])
+            assert written[f] == old[f], f
+        assert not any(k.endswith("_mb") or "energy_per" in k for k in rec.null_reasons)
 
     ok = _one(recs, "onnxruntime", "ok")
-    old = raw[ok["cell_id"]]
+    old = raw[ok.cell_id]
     # memory: keys renamed, values unchanged (v1 "MB" were already MiB); energy split out into its own section
-    assert ok["memory"]["host_peak_rss_mib"] == old["memory"]["host_peak_rss_mb"]
-    assert ok["memory"]["host_peak_delta_mib"] == old["memory"]["host_peak_delta_mb"]
-    assert ok["memory"]["source"] == old["memory"]["source"]
-    assert not any(k.endswith("_mb") for k in ok["memory"]) and "energy_per_inference_j" not in ok["memory"]
-    assert ok["energy"]["per_inference_j"] is None
-    assert (
-        ok["null_reasons"]["energy.per_inference_j"] == old["null_reasons"]["memory.energy_per_inference_j"]
-    )
-    assert (
-        ok["null_reasons"]["memory.device_peak_used_mib"] == old["null_reasons"]["memory.device_peak_used_mb"]
-    )
+    assert ok.memory.host_peak_rss_mib == old["memory"]["host_peak_rss_mb"]
+    assert ok.memory.host_peak_delta_mib == old["memory"]["host_peak_delta_mb"]
+    assert ok.memory.source == old["memory"]["source"]
+    memory_keys = [k for k, _ in section_items(ok.memory)]
+    assert not any(k.endswith("_mb") for k in memory_keys) and "energy_per_inference_j" not in memory_keys
+    assert ok.energy.per_inference_j is None
+    assert ok.null_reasons["energy.per_inference_j"] == old["null_reasons"]["memory.energy_per_inference_j"]
+    assert ok.null_reasons["memory.device_peak_used_mib"] == old["null_reasons"]["memory.device_peak_used_mb"]
     # precision: v1 copied the request for every backend but OpenVINO, so it is dropped with the reason
     assert old["precision_executed"] == "fp32"
-    assert ok["precision_executed"] is None
-    assert ok["null_reasons"]["precision_executed"] == migrate.V1_PRECISION_COPIED
-    assert ok["precision_source"] == migrate.V1_PRECISION_COPIED
-    assert ok["export_origin"] == "exported in this attempt"  # cache_hit false
+    assert ok.precision_executed is None
+    assert ok.null_reasons["precision_executed"] == migrate.V1_PRECISION_COPIED
+    assert ok.precision_source == migrate.V1_PRECISION_COPIED
+    assert ok.export_origin == "exported in this attempt"  # cache_hit false
 
     ov = _one(recs, "openvino", "ok")
-    assert ov["precision_executed"] == "fp32" and ov["precision_source"] == migrate.V1_OPENVINO_PRECISION
-    assert "precision_executed" not in ov["null_reasons"]
-    assert ov["export_origin"] == migrate.V1_CACHE_HIT  # cache_hit true
+    assert ov.precision_executed == "fp32" and ov.precision_source == migrate.V1_OPENVINO_PRECISION
+    assert "precision_executed" not in ov.null_reasons
+    assert ov.export_origin == migrate.V1_CACHE_HIT  # cache_hit true
 
     eager = _one(recs, "torch-eager", "ok")
-    assert eager["export_origin"] is None and eager["null_reasons"]["export_origin"]
+    assert eager.export_origin is None and eager.null_reasons["export_origin"]
 
     skipped = _one(recs, "aoti", "skipped")
-    assert skipped["memory"] is None and skipped["energy"] is None
-    assert skipped["null_reasons"]["energy"] == skipped["null_reasons"]["memory"]
+    assert skipped.memory is None and skipped.energy is None
+    assert skipped.null_reasons["energy"] == skipped.null_reasons["memory"]
     failed = _one(recs, "executorch-coreml", "export_failed")
-    assert failed["failure"] == raw[failed["cell_id"]]["failure"]
+    assert failed.failure == raw[failed.cell_id]["failure"]
     exported = _one(recs, "executorch-vulkan", "exported")
-    assert exported["export_origin"] == migrate.V1_CACHE_HIT and exported["ops"]
+    assert exported.export_origin == migrate.V1_CACHE_HIT and exported.ops
 
 
 def test_migration_leaves_v2_alone_and_its_input_untouched():
@@ -161,7 +162,7 @@ def test_the_report_renders_a_v1_run(tmp_path):
     html = index.read_text()
     recs = read_records(V1_RUN)
     for rec in recs:
-        assert rec["cell_id"] in html
+        assert rec.cell_id in html
     assert "host peak RSS MiB" in html and "RSS MB" not in html
     summary = json.loads((index.parent / "summary.json").read_text())
     verdicts = next(iter(summary["verdicts"].values()))
@@ -197,8 +198,10 @@ def test_a_v2_run_of_the_same_machine_joins_the_series_of_a_migrated_v1_run(tmp_
     env = dict(read_env(V1_RUN), run_id="v2-run", started_at="2026-11-23T04:00:00+00:00")
     env["threads"] = {"budget": 2, "physical_cores": 2, "source": "physical cores (default)"}
     write_env(v2_dir, env)
-    recs = [dict(r, run_id="v2-run") for r in read_records(V1_RUN)]
-    (v2_dir / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    writer = RecordWriter(v2_dir)
+    for r in read_records(V1_RUN):
+        r.run_id = "v2-run"
+        writer.write(r)
     db = tmp_path / "h.sqlite"
     (a,) = import_run_dir(db, V1_RUN)
     (b,) = import_run_dir(db, v2_dir)

@@ -32,8 +32,7 @@ def torchvision_placeholder() -> bool:
     from ultralytics.utils.nms import TorchNMS
 
     tv = types.ModuleType("torchvision")
-    tv.ops = types.SimpleNamespace(nms=TorchNMS.nms)
-    tv.__version__ = "0.0+placeholder"
+    tv.__dict__.update(ops=types.SimpleNamespace(nms=TorchNMS.nms), __version__="0.0+placeholder")
     sys.modules["torchvision"] = tv
     log.info("torchvision does not load here: its NMS is ultralytics' TorchNMS for this process")
     return True

@@ -177,7 +177,8 @@ class Aoti(Backend):
         pt2 = out / f"yolo26{req.size}-{req.task}-aoti-{device}{suffix}.pt2"
         t0 = time.perf_counter()
         # Cold compile, as for torch-compile: a warm Inductor cache would make export_s depend on earlier exports.
-        with torch.compiler.config.patch(force_disable_caches=True):
+        # torch's config modules gain `patch` at import (install_config_module): the stubs do not show it
+        with torch.compiler.config.patch(force_disable_caches=True):  # type: ignore[attr-defined]
             torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2))
         compile_s = time.perf_counter() - t0
         log.info("wrote %s (torch.export %.1f s, AOTInductor compile %.1f s)", pt2, export_s, compile_s)

@@ -98,8 +98,9 @@ def trt_ep_precision(artifact: Path, session, cell) -> tuple[None, str, dict | N
         f"layers (graph element types in the detail; trt_fp16_enable={fp16} lets TensorRT choose the kernels)"
     )
     try:
-        detail: dict | None = graph_counts(artifact, session.get_inputs()[0].type)
-        detail["trt_fp16_enable"] = fp16 in ("1", 1, "true", "True")
+        counts = graph_counts(artifact, session.get_inputs()[0].type)
+        counts["trt_fp16_enable"] = fp16 in ("1", 1, "true", "True")
+        detail: dict | None = counts
     except Exception:
         detail = None
     return None, why, detail

@@ -203,7 +203,7 @@ class ContextIO:
         self.runner = runner
         self.context = context
         self.shape: tuple | None = None
-        self.input = None
+        self.input: Any = None  # the device buffer of the bound shape (a torch tensor)
         self.outputs: list = []
 
     def bind(self, t) -> None:
@@ -267,6 +267,7 @@ class TensorRTRunner(Runner):
         if len(self.input_names) != 1:
             raise RuntimeError(f"expected one engine input, found {self.input_names}")
         self._dtypes = {n: _torch_dtype(trt, engine.get_tensor_dtype(n)) for n in names}
+        self._runtime: Any = None  # the TensorRT runtime that deserialized the engine, kept alive with it
         self.main = ContextIO(self, context)
         self.stream_contexts: dict[int, ContextIO] = {}
 

@@ -135,8 +135,9 @@ def compile_and_warm(model, example, mode: str, device: str):
     t0 = time.perf_counter()
     compiled = torch.compile(model, mode=None if mode == "default" else mode, dynamic=False, fullgraph=False)
     with (
-        torch.compiler.config.patch(force_disable_caches=True),
-        torch._dynamo.config.patch(
+        # torch's config modules gain `patch` at import (install_config_module): the stubs do not show it
+        torch.compiler.config.patch(force_disable_caches=True),  # type: ignore[attr-defined]
+        torch._dynamo.config.patch(  # type: ignore[attr-defined]
             recompile_limit=RECOMPILE_LIMIT, accumulated_recompile_limit=RECOMPILE_LIMIT
         ),
         torch.compiler.set_stance("default"),

@@ -95,6 +95,8 @@ def unexplained_nulls(rec: CellRecord) -> list[str]:
     out = [f for f in RECORD_FIELDS if getattr(rec, f) is None and f not in nr and f != "null_reasons"]
     for name in SECTIONS:
         out += [
-            f"{name}.{k}" for k, v in section_items(getattr(rec, name)) if v is None and f"{name}.{k}" not in nr
+            f"{name}.{k}"
+            for k, v in section_items(getattr(rec, name))
+            if v is None and f"{name}.{k}" not in nr
         ]
     return out

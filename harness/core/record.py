@@ -39,8 +39,16 @@ PERCENTILE_MIN_ROUNDS = {"p90": 20, "p99": 100}
 UNSTABLE_SCATTER = 0.10
 
 
-@dataclass(frozen=True)
-class Latency:
+class _Stamped:
+    """Room for what the codec notes of a record or section it read (harness.core.record_codec): the order its
+    fields were written in, or the keys it lacked, so that writing it back gives the same line. The record types
+    have slots: assigning a misspelt field is an AttributeError, never a figure silently left out of the line."""
+
+    __slots__ = ("_absent_keys", "_field_order")
+
+
+@dataclass(frozen=True, slots=True)
+class Latency(_Stamped):
     """Latency statistics over timed rounds, in milliseconds.
 
     `p50_ci` is the p50's distribution-free 95% confidence interval, None below 6 rounds; p90 and p99 are None
@@ -85,8 +93,8 @@ class Latency:
 MIB = 2**20
 
 
-@dataclass
-class Memory:
+@dataclass(slots=True)
+class Memory(_Stamped):
     """The `memory` section, in MiB (2**20 bytes). Host figures come from the host tracker, device ones from the
     GPU memory tracker; a figure not measured stays None and gets a null reason from the tracker."""
 
@@ -106,8 +114,8 @@ class Memory:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-@dataclass
-class Energy:
+@dataclass(slots=True)
+class Energy(_Stamped):
     """The `energy` section: joules per inference over the timed rounds (gross: the whole GPU's counter; net: less
     the idle power read before the workload times the window), and how they were read."""
 
@@ -124,8 +132,8 @@ class Energy:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-@dataclass
-class CellRecord:
+@dataclass(slots=True)
+class CellRecord(_Stamped):
     """One cell's record, every top-level field typed, in the order they are written to cells.jsonl.
 
     harness.core.record_codec is the one place that turns it into the JSON line and back (validating field names
@@ -298,10 +306,8 @@ def check_finite(rec: dict) -> list[str]:
         for key in keys[:-1]:
             holder = holder[key]
         holder[keys[-1]] = None
-        set_null(
-            rec,
-            path,
-            f"the measured value was {float(value)!r} (not finite); refused when the record was written",
+        rec["null_reasons"][path] = (
+            f"the measured value was {float(value)!r} (not finite); refused when the record was written"
         )
     if found and rec.get("status") not in FAILED_STATUSES:
         names = ", ".join(f"{p} = {float(v)!r}" for p, _, v in found)

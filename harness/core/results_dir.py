@@ -512,9 +512,7 @@ def load_run(run_dir: str | Path) -> list[Run]:
     if env is None:
         log.warning("%s: no env.json; machine details shown as unknown", run_dir)
         env = {}
-    run_id = str(
-        env.get("run_id") or next((r.run_id for r in records if r.run_id), None) or run_dir.name
-    )
+    run_id = str(env.get("run_id") or next((r.run_id for r in records if r.run_id), None) or run_dir.name)
     if isinstance(env.get(MACHINES_KEY), list) and env[MACHINES_KEY]:
         return _split_merged(run_dir, run_id, env, records)
     return [Run(run_dir, run_id, env, records, dir_run_id=run_id, log_roots=(run_dir,))]

@@ -8,52 +8,54 @@ from __future__ import annotations
 
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.core.record import FAILED_STATUSES, set_null
+from harness.core.record import FAILED_STATUSES, CellRecord, set_null
 from harness.diagnosis.outcome import ExportOutcome
 from harness.execute.ladder import climb
 from harness.execute.recording import crashed, finish, start
 from harness.execute.services import RunServices, RunState
 from harness.execute.stages import Pipeline
-from harness.execute.state import Attempt
+from harness.execute.state import Attempt, AttemptState
 
 
-def run_attempt(a: Attempt, services: RunServices, run: RunState, stages: Pipeline) -> dict:
-    """Run the stages of one attempt and write its record."""
+def run_attempt(a: Attempt, services: RunServices, run: RunState, stages: Pipeline) -> AttemptState:
+    """Run the stages of one attempt and write its record (`.rec` of the state it returns)."""
     s = start(a, services.config.run_id, services.config.run_dir)
     try:
         stages.run(s)
     except Exception as e:  # a harness bug in one cell must not lose the run
         crashed(s, e)
-    rec = finish(s, services.writer)
+    finish(s, services.writer)
     run.check_stop()
-    return rec
+    return s
 
 
 def run_cell_all(
     cell: Cell, skip_reason: str | None, services: RunServices, run: RunState, stages: Pipeline
-) -> list[dict]:
+) -> list[CellRecord]:
     """Every record `cell` produces, timed alone: its own first, then remedy attempts and dynamic sweep shapes."""
     if cell.shape.dynamic and not skip_reason:
         return dynamic(cell, services, run, stages)
-    rec = run_attempt(Attempt(cell, cell.id, skip_reason=skip_reason), services, run, stages)
+    rec = run_attempt(Attempt(cell, cell.id, skip_reason=skip_reason), services, run, stages).rec
     return [rec, *remedies(cell, rec, services, run, stages)]
 
 
-def remedies(cell: Cell, rec: dict, services: RunServices, run: RunState, stages: Pipeline) -> list[dict]:
+def remedies(
+    cell: Cell, rec: CellRecord, services: RunServices, run: RunState, stages: Pipeline
+) -> list[CellRecord]:
     """The remedy attempts of a cell whose attempt failed (harness.execute.ladder), each timed alone."""
-    if rec["status"] not in FAILED_STATUSES or not services.config.remedies or run.stop_reason:
+    if rec.status not in FAILED_STATUSES or not services.config.remedies or run.stop_reason:
         return []
 
-    def try_remedy(a: Attempt) -> tuple[list[dict], bool]:
-        r = run_attempt(a, services, run, stages)
-        services.progress(f"{rec['cell_id']}: remedy {r['remedy']}: {r['status']}")
-        return [r], r["status"] == "ok"
+    def try_remedy(a: Attempt) -> tuple[list[CellRecord], bool]:
+        r = run_attempt(a, services, run, stages).rec
+        services.progress(f"{rec.cell_id}: remedy {r.remedy}: {r.status}")
+        return [r], r.status == "ok"
 
     return climb(cell, rec, try_remedy)
 
 
 # -- the dynamic probe ----------------------------------------------------------------------------------------------
-def dynamic(cell: Cell, services: RunServices, run: RunState, stages: Pipeline) -> list[dict]:
+def dynamic(cell: Cell, services: RunServices, run: RunState, stages: Pipeline) -> list[CellRecord]:
     """Export once with dynamic H/W over the range, then run that one artifact over the shape sweep.
 
     When the dynamic export fails, the ladder applies matching remedies (32*Dim, raw head, ...) cumulatively,
@@ -61,18 +63,18 @@ def dynamic(cell: Cell, services: RunServices, run: RunState, stages: Pipeline) 
     """
     base = {"dynamic_range": list(services.config.dynamic_range)}
     recs = dynamic_attempt(Attempt(cell, cell.id, export_options=base), services, run, stages)
-    if recs[0]["status"] != "export_failed" or not services.config.remedies:
+    if recs[0].status != "export_failed" or not services.config.remedies:
         return recs
 
-    def try_remedy(a: Attempt) -> tuple[list[dict], bool]:
+    def try_remedy(a: Attempt) -> tuple[list[CellRecord], bool]:
         a.export_options = {**base, **a.export_options}
         out = dynamic_attempt(a, services, run, stages)
-        return out, out[0]["status"] != "export_failed"
+        return out, out[0].status != "export_failed"
 
     return [*recs, *climb(cell, recs[0], try_remedy, dynamic=True)]
 
 
-def dynamic_attempt(a: Attempt, services: RunServices, run: RunState, stages: Pipeline) -> list[dict]:
+def dynamic_attempt(a: Attempt, services: RunServices, run: RunState, stages: Pipeline) -> list[CellRecord]:
     """The dynamic export of `a` (its own record, summarising the sweep), then one record per sweep shape."""
     s = start(a, services.config.run_id, services.config.run_dir)
     try:
@@ -83,51 +85,57 @@ def dynamic_attempt(a: Attempt, services: RunServices, run: RunState, stages: Pi
     except Exception as e:
         crashed(s, e)
         return [finish(s, services.writer)]
-    sweep_recs = sweep(a, s.outcome, services, run, stages)
-    summarise_sweep(s.rec, sweep_recs)
+    sweep_recs, shapes = sweep(a, s.outcome, services, run, stages)
+    summarise_sweep(s.rec, sweep_recs, shapes)
     return [finish(s, services.writer), *sweep_recs]
+
+
+#: one sweep shape's line in its dynamic cell's summary: (side, status, how it ran when not directly)
+SweepShape = tuple[int, str, str | None]
 
 
 def sweep(
     a: Attempt, outcome: ExportOutcome | None, services: RunServices, run: RunState, stages: Pipeline
-) -> list[dict]:
+) -> tuple[list[CellRecord], list[SweepShape]]:
     """Run one dynamic artifact at each sweep shape; a shape that is not a multiple of 32 and fails is
-    retried letterbox-padded to the next multiple of 32 (the ladder's padding remedy)."""
-    recs = []
+    retried letterbox-padded to the next multiple of 32 (the ladder's padding remedy). Returns every record (each
+    shape's, then its padded attempts) and each shape's summary line."""
+    recs: list[CellRecord] = []
+    shapes: list[SweepShape] = []
     for side in services.config.sweep:
         target = a.cell.with_(shape=Shape(side, side, dynamic=True))
         rid = target.id + (f"+{a.remedy}" if a.remedy else "")
         shape_attempt = Attempt(
             target, rid, a.remedy, a.remedy_of, a.export_options, export_cell=a.cell, prebuilt=outcome
         )
-        rec = run_attempt(shape_attempt, services, run, stages)
+        rec = run_attempt(shape_attempt, services, run, stages).rec
         recs.append(rec)
-        rec["_sweep"] = (side, rec["status"], None)
-        if rec["status"] in FAILED_STATUSES and services.config.remedies and not target.shape.multiple_of_32:
+        line = len(shapes)
+        shapes.append((side, rec.status, None))
+        if rec.status in FAILED_STATUSES and services.config.remedies and not target.shape.multiple_of_32:
 
             def try_padded(
-                pa: Attempt, rec=rec, shape_attempt=shape_attempt, side=side
-            ) -> tuple[list[dict], bool]:
+                pa: Attempt, line=line, shape_attempt=shape_attempt, side=side
+            ) -> tuple[list[CellRecord], bool]:
                 pa.remedy = f"{shape_attempt.remedy}+{pa.remedy}" if shape_attempt.remedy else pa.remedy
                 pa.export_options, pa.export_cell, pa.prebuilt = a.export_options, a.cell, outcome
-                r = run_attempt(pa, services, run, stages)
-                rec["_sweep"] = (side, r["status"], f"padded to {r['height']}")
+                r = run_attempt(pa, services, run, stages).rec
+                shapes[line] = (side, r.status, f"padded to {r.height}")
                 return [r], True
 
             recs += climb(
                 target, rec, try_padded, dynamic=True, select=lambda r: "pad_to" in r.change, max_chain=1
             )
-    return recs
+    return recs, shapes
 
 
-def summarise_sweep(rec: dict, sweep: list[dict]) -> None:
+def summarise_sweep(rec: CellRecord, sweep: list[CellRecord], shapes: list[SweepShape]) -> None:
     """The dynamic cell's own record: ok when every sweep shape ran (directly, or letterbox-padded)."""
-    shapes = [r.pop("_sweep") for r in sweep if "_sweep" in r]
     parts = [f"{s}: {st}{f' ({via})' if via else ''}" for s, st, via in shapes]
-    rec["reason"] = "dynamic artifact swept over " + ", ".join(parts)
+    rec.reason = "dynamic artifact swept over " + ", ".join(parts)
     failed = [s for s, st, _ in shapes if st != "ok"]
-    rec["status"] = "ok" if not failed else "run_failed"
+    rec.status = "ok" if not failed else "run_failed"
     if failed:
-        first = next(r for r in sweep if r["status"] != "ok")
-        rec["failure"] = dict(first.get("failure") or {}, message=f"failed at {failed}: {first['reason']}")
+        first = next(r for r in sweep if r.status != "ok")
+        rec.failure = dict(first.failure or {}, message=f"failed at {failed}: {first.reason}")
     set_null(rec, "latency_ms", "dynamic probe: latency is in the per-shape sweep records")

@@ -19,6 +19,7 @@ from harness.backends._shared import calibration
 from harness.backends._shared.ultralytics_export import artifact_bytes
 from harness.backends.base import ExportRequest
 from harness.core.cell import Cell
+from harness.core.record import PENDING
 from harness.diagnosis.failure import first_line
 from harness.diagnosis.outcome import ExportOutcome
 from harness.execute.config import RunConfig
@@ -213,24 +214,24 @@ def export(
         )
         s.replace_digest = None
         s.outcome = outcome
-        rec["log"] = s.rel(s.log_path)
-        rec["export_s"] = outcome.export_s
-        rec["cache_hit"] = prebuilt is None and outcome.wall_s is None
-        rec["export_origin"] = export_origin(outcome, prebuilt is not None, s.reexported)
+        rec.log = s.rel(s.log_path)
+        rec.export_s = outcome.export_s
+        rec.cache_hit = prebuilt is None and outcome.wall_s is None
+        rec.export_origin = export_origin(outcome, prebuilt is not None, s.reexported)
         if outcome.status != "ok":
             return fail_outcome(s, outcome, "export", progress)
         s.artifact, s.export_info = Path(outcome.artifact), outcome.info
         s.fresh = prebuilt is not None or outcome.wall_s is not None
         if "ops" in s.export_info:
-            rec["ops"] = s.export_info["ops"]
+            rec.ops = s.export_info["ops"]
         if "calibration" in s.export_info:
-            rec["calibration"] = s.export_info["calibration"]
-    rec["artifact"] = str(s.artifact)
-    rec["artifact_bytes"] = artifact_bytes(s.artifact)
+            rec.calibration = s.export_info["calibration"]
+    rec.artifact = str(s.artifact)
+    rec.artifact_bytes = size = artifact_bytes(s.artifact)
     reason = s.backend.export_only_reason(s.cell)
     if reason:
-        rec.update(status="exported", reason=reason)
-        progress(f"{a.cell_id}: exported ({rec['artifact_bytes'] / MIB:.1f} MiB)")
+        rec.status, rec.reason = "exported", reason
+        progress(f"{a.cell_id}: exported ({size / MIB:.1f} MiB)")
         return False
     return True
 
@@ -283,11 +284,11 @@ def retry_fresh_export(
     if o is None or not o.cache_entry or s.attempt.skip_reason:
         return False  # no export (checkpoint backends), or one that is not cached
     if o.wall_s is not None:  # a fresh export that failed: the failure is genuine; remember it for later runs
-        note_fresh_failure(o, stage, s.rec.get("reason"), cache, run_id)
+        note_fresh_failure(o, stage, s.rec.reason, cache, run_id)
         return False
     if s.reexported or o.fresh_failure:
         return False
-    reason = s.rec.get("reason") or s.rec.get("status")
+    reason = s.rec.reason or s.rec.status
     what = (
         "failed to load" if stage == "load" else "failed its probe (load and first run in a separate process)"
     )
@@ -304,6 +305,6 @@ def retry_fresh_export(
     if s.runner is not None:
         s.runner.close()
         s.runner = None
-    s.rec.update(status=None, reason=None, failure=None)
+    s.rec.status, s.rec.reason, s.rec.failure = PENDING, None, None
     s.replace_digest = o.content_sha256
     return True

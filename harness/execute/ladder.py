@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from harness.core.axes import Shape
 from harness.core.cell import Cell
+from harness.core.record import CellRecord
 from harness.execute.remedies import Remedy, combined_change, matching, padded
 from harness.execute.state import Attempt
 
@@ -24,14 +25,14 @@ MAX_REMEDY_CHAIN = 3
 HARNESS_CLASSES = frozenset({"harness_error"})
 
 
-def harness_caused(failed: dict) -> bool:
+def harness_caused(failed: CellRecord) -> bool:
     """True when the failure of record `failed` was the harness's own (its class, or a crash in the harness)."""
-    f = failed.get("failure") or {}
+    f = failed.failure or {}
     return f.get("class") in HARNESS_CLASSES or f.get("stage") == "harness"
 
 
 # Tries one remedy attempt; returns its records (the attempt's own first) and whether the walk is done.
-TryAttempt = Callable[[Attempt], tuple[list[dict], bool]]
+TryAttempt = Callable[[Attempt], tuple[list[CellRecord], bool]]
 
 
 def remedy_attempt(cell: Cell, remedies: list[Remedy], remedy_of: str) -> Attempt:
@@ -58,7 +59,7 @@ def remedy_attempt(cell: Cell, remedies: list[Remedy], remedy_of: str) -> Attemp
 def next_remedy(
     cell: Cell,
     applied: list[Remedy],
-    failed: dict,
+    failed: CellRecord,
     dynamic: bool,
     select: Callable[[Remedy], bool] = lambda r: True,
 ) -> Remedy | None:
@@ -66,10 +67,10 @@ def next_remedy(
     for a failure the harness caused (`harness_caused`)."""
     if harness_caused(failed):
         return None
-    f = failed.get("failure") or {}
+    f = failed.failure or {}
     target = remedy_attempt(cell, applied, "").cell if applied else cell
     names = {r.name for r in applied}
-    message = f.get("message") or failed.get("reason")
+    message = f.get("message") or failed.reason
     for r in matching(target, f.get("class"), dynamic, message):
         if r.name not in names and select(r):
             return r
@@ -78,15 +79,15 @@ def next_remedy(
 
 def climb(
     cell: Cell,
-    failed: dict,
+    failed: CellRecord,
     try_attempt: TryAttempt,
     *,
     dynamic: bool = False,
     select: Callable[[Remedy], bool] = lambda r: True,
     max_chain: int = MAX_REMEDY_CHAIN,
-) -> list[dict]:
+) -> list[CellRecord]:
     """Walk the ladder from the failed record `failed`; every record of every remedy attempt, in order."""
-    out: list[dict] = []
+    out: list[CellRecord] = []
     applied: list[Remedy] = []
     current = failed
     while len(applied) < max_chain:
@@ -94,7 +95,7 @@ def climb(
         if remedy is None:
             break
         applied.append(remedy)
-        recs, done = try_attempt(remedy_attempt(cell, applied, failed["cell_id"]))
+        recs, done = try_attempt(remedy_attempt(cell, applied, failed.cell_id))
         out += recs
         if done:
             break

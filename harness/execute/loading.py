@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from harness.core.record import Memory, set_null
 from harness.execute.config import RunConfig
 from harness.execute.isolate import run_probe
 from harness.execute.memory_cache import MemoryCache
@@ -45,8 +46,8 @@ def probe(s: AttemptState, memory_cache: MemoryCache, config: RunConfig, progres
             cached = memory_cache.put(kept, mem, outcome.info.get("null_reasons") or {}, cfg.run_id)
             cached["origin"] = "measured in this attempt"
     if cached:
-        s.rec["memory"] = {**cached["memory"], "origin": cached["origin"]}
-        s.rec["null_reasons"].update(cached["null_reasons"])
+        s.rec.memory = Memory(**{**cached["memory"], "origin": cached["origin"]})
+        s.rec.null_reasons.update(cached["null_reasons"])
     return True
 
 
@@ -79,10 +80,10 @@ def load(s: AttemptState, run: RunState, memory_rounds: int, progress: Progress)
         s.runner = s.backend.load(s.artifact, s.cell, s.export_info)
     except Exception as e:
         return fail(s, "load_failed", "load", e, progress)
-    s.rec["load_s"] = time.perf_counter() - t0
-    s.rec["compile_s"] = s.runner.compile_s
+    s.rec.load_s = time.perf_counter() - t0
+    s.rec.compile_s = s.runner.compile_s
     if s.runner.compile_s is None and s.runner.compile_reason:
-        s.rec.setdefault("null_reasons", {})["compile_s"] = s.runner.compile_reason
+        set_null(s.rec, "compile_s", s.runner.compile_reason)
     run.last_runner = s.runner
     for t in s.trackers:
         bind = getattr(t, "bind", None)

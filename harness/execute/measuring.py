@@ -48,7 +48,7 @@ def first_run(s: AttemptState, progress: Progress) -> bool:
         t0 = time.perf_counter_ns()
         result = runner.run(s.prepared)
         runner.synchronize()
-        s.rec["first_run_ms"] = (time.perf_counter_ns() - t0) / 1e6
+        s.rec.first_run_ms = (time.perf_counter_ns() - t0) / 1e6
         s.outputs = runner.outputs(result)
     except Exception as e:
         return fail(s, "run_failed", "run", e, progress)
@@ -147,7 +147,7 @@ def timed_rounds(
     timed here alone by the same loop (harness.measure.interleave), with the canary read around them."""
     if s.timed is None:
         progress(
-            f"{s.attempt.cell_id}: load {s.rec['load_s']:.2f}s, first run {s.rec['first_run_ms']:.1f} ms, timing"
+            f"{s.attempt.cell_id}: load {s.rec.load_s:.2f}s, first run {s.rec.first_run_ms:.1f} ms, timing"
         )
         time_together([s], s.attempt.cell_id, canary, policy)
     timing = s.timed.timings[s.attempt.cell_id]
@@ -178,31 +178,31 @@ def record_run(s: AttemptState, canary: Canary | None, slowdown: float) -> None:
     """What the runtime reports it executed (threads, precision), and the latency of the timed rounds."""
     rec, runner = s.rec, s.runner
     threads, how = runner.cpu_threads()
-    rec["threads"] = threads
+    rec.threads = threads
     if threads is None:
         set_null(rec, "threads", how)
-    rec["precision_executed"] = runner.precision_executed
-    rec["precision_source"] = runner.precision_source
-    rec["precision_detail"] = runner.precision_detail
+    rec.precision_executed = runner.precision_executed
+    rec.precision_source = runner.precision_source
+    rec.precision_detail = runner.precision_detail
     if runner.precision_executed is None:
         set_null(rec, "precision_executed", runner.precision_source)
     if s.samples:
         lat = latency_from_samples(s.samples, runner.timing_scope)
-        rec["latency_ms"] = lat.to_dict()
+        rec.latency_ms = lat
         for key, why in lat.null_reasons().items():
             set_null(rec, f"latency_ms.{key}", why)
-        rec["samples_ms"] = [round(v, 4) for v in s.samples]
-        rec["throughput_ips"] = s.cell.batch * 1000.0 / lat.p50
+        rec.samples_ms = [round(v, 4) for v in s.samples]
+        rec.throughput_ips = s.cell.batch * 1000.0 / lat.p50
     else:
         set_null(rec, "latency_ms", "no timed rounds ran")
     if s.timed is not None:
-        rec["timing"] = s.timed.section(s.attempt.cell_id)
+        rec.timing = s.timed.section(s.attempt.cell_id)
     if s.canary is not None:
-        rec["canary_ms"] = s.canary
+        rec.canary_ms = s.canary
     else:
         set_null(rec, "canary_ms", canary_reason(canary))
     if slowdown > 1.0:
-        rec["reason"] = f"latency artificially stretched x{slowdown} by {SLOWDOWN_ENV}"
+        rec.reason = f"latency artificially stretched x{slowdown} by {SLOWDOWN_ENV}"
 
 
 def parity(s: AttemptState, references: References, progress: Progress) -> bool:
@@ -214,32 +214,33 @@ def parity(s: AttemptState, references: References, progress: Progress) -> bool:
         reference = references.get(s.mat, cell, h, w, opts)
         layout = references.layout(s.mat, cell, h, w, opts)
     except Exception as e:
-        rec.update(status="parity_failed", reason=f"no PyTorch reference at {h}x{w}: {first_line(str(e))}")
-        set_null(rec, "parity", rec["reason"])
-        rec["failure"] = failure_from_exception(e, "parity", None)
+        rec.status = "parity_failed"
+        rec.reason = why = f"no PyTorch reference at {h}x{w}: {first_line(str(e))}"
+        set_null(rec, "parity", why)
+        rec.failure = failure_from_exception(e, "parity", None)
         return False
     outputs, note = s.outputs, None
     modes = corruptions().get(cell.backend)
     if modes:
         outputs, changes = corrupt(outputs, modes, layout)
-        rec["corrupted"] = list(modes)
+        rec.corrupted = list(modes)
         note = f"outputs corrupted on purpose by {CORRUPT_ENV} before parity ({'; '.join(changes)})"
     result = compare(outputs, reference, layout, cell.precision)
     result.corrupted = list(modes) if modes else None
-    rec["parity"] = result.to_dict()
+    rec.parity = result.to_dict()
     for name, why in result.null_reasons.items():
         set_null(rec, f"parity.metrics.{name}", why)
     if result.ok:
-        rec["status"] = "ok"
+        rec.status = "ok"
     else:
-        rec["status"] = "parity_failed"
-        rec["reason"] = result.reason()
-        rec["failure"] = parity_failure(rec["reason"])
+        rec.status = "parity_failed"
+        rec.reason = result.reason()
+        rec.failure = parity_failure(rec.reason)
     if note:
-        rec["reason"] = f"{rec['reason']}; {note}" if rec.get("reason") else note
-    p50 = rec["latency_ms"]["p50"] if rec["latency_ms"] else float("nan")
+        rec.reason = f"{rec.reason}; {note}" if rec.reason else note
+    p50 = rec.latency_ms.p50 if rec.latency_ms else float("nan")
     verdict = "parity ok" if result.ok else "parity failed: " + ", ".join(result.failed)
-    progress(f"{s.attempt.cell_id}: {rec['status']} p50 {p50:.2f} ms, {verdict}")
+    progress(f"{s.attempt.cell_id}: {rec.status} p50 {p50:.2f} ms, {verdict}")
     return True
 
 
@@ -295,7 +296,7 @@ def accuracy(
         return True
     section["tier"] = per_cell.tier(section["ratio"])
     section["seconds"] = round(time.perf_counter() - t0, 3)
-    rec["accuracy"] = section
+    rec.accuracy = section
     if section["ratio"] is None:
         set_null(rec, "accuracy.ratio", "the reference's mAP50-95 is 0: no ratio")
         set_null(rec, "accuracy.tier", "no ratio to the reference")

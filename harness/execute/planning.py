@@ -20,15 +20,12 @@ def unrunnable(cell: Cell) -> str | None:
 def plan(s: AttemptState, checkpoints: Checkpoints, threads: int) -> bool:
     """Skip the attempt with its reason, or take up its backend and its model's checkpoint."""
     cell, rec = s.cell, s.rec
-    if s.attempt.skip_reason:
-        rec.update(status="skipped", reason=s.attempt.skip_reason)
-        return False
-    reason = unrunnable(cell)
+    reason = s.attempt.skip_reason or unrunnable(cell)
     if reason:
-        rec.update(status="skipped", reason=reason)
+        rec.status, rec.reason = "skipped", reason
         return False
     s.backend = backends.get(cell.backend)
     s.mat = checkpoints.materialize(cell)
-    rec["weights"] = s.mat.weights
-    rec["threads_requested"] = threads
+    rec.weights = s.mat.weights
+    rec.threads_requested = threads
     return True

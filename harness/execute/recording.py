@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.core.null_reasons import fill_null_reasons
-from harness.core.record import new_record
+from harness.core.record import CellRecord, new_record
 from harness.core.results_dir import RecordWriter
 from harness.diagnosis.failure import failure_from_exception
 from harness.execute.state import Attempt, AttemptState
@@ -24,10 +24,9 @@ log = logging.getLogger(__name__)
 def start(a: Attempt, run_id: str, run_dir: Path) -> AttemptState:
     """The state of a new attempt, its record opened (and its clock started)."""
     rec = new_record(run_id, a.cell, weights="unknown")
-    rec.update(cell_id=a.cell_id, remedy=a.remedy, remedy_of=a.remedy_of)
-    rec["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    rec["_t0"] = time.perf_counter()
-    return AttemptState(a, rec, run_dir / "logs" / f"{a.cell_id}.log", run_dir)
+    rec.cell_id, rec.remedy, rec.remedy_of = a.cell_id, a.remedy, a.remedy_of
+    rec.started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    return AttemptState(a, rec, run_dir / "logs" / f"{a.cell_id}.log", run_dir, t0=time.perf_counter())
 
 
 def crashed(s: AttemptState, e: Exception) -> None:
@@ -38,15 +37,15 @@ def crashed(s: AttemptState, e: Exception) -> None:
             f.write(traceback.format_exc())
     except OSError:  # a full disk: the record still gets written (or its write stops the run)
         log.warning("could not write the traceback to %s", s.log_path)
-    s.rec.update(status="crashed", reason=f"harness error: {type(e).__name__}: {e}", log=s.rel(s.log_path))
-    s.rec["failure"] = failure_from_exception(e, "harness", s.rec["log"])
+    s.rec.status = "crashed"
+    s.rec.reason = f"harness error: {type(e).__name__}: {e}"
+    s.rec.log = s.rel(s.log_path)
+    s.rec.failure = failure_from_exception(e, "harness", s.rec.log)
 
 
-def finish(s: AttemptState, writer: RecordWriter) -> dict:
-    """The attempt's record completed (duration, null reasons) and written."""
-    rec = s.rec
-    rec.pop("_prep_s", None)
-    rec["duration_s"] = round(time.perf_counter() - rec.pop("_t0"), 3)
-    fill_null_reasons(rec)
-    writer.write(rec)
-    return rec
+def finish(s: AttemptState, writer: RecordWriter) -> CellRecord:
+    """The attempt's record completed (duration, null reasons) and written; returns it as written."""
+    s.rec.duration_s = round(time.perf_counter() - s.t0, 3)
+    fill_null_reasons(s.rec)
+    s.rec = writer.write(s.rec)
+    return s.rec

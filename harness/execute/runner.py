@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness import backends
 from harness.core.cell import Cell
-from harness.core.record import FAILED_STATUSES
+from harness.core.record import FAILED_STATUSES, CellRecord
 from harness.core.results_dir import RecordWriter
 from harness.diagnosis.outcome import ExportOutcome
 from harness.execute import attempt, workload
@@ -45,16 +45,16 @@ class CellRunner:
         self.stages: Pipeline = pipeline(self.services, self.run)
 
     # -- the cells ----------------------------------------------------------------------------------------------
-    def run_cell(self, cell: Cell, skip_reason: str | None = None) -> dict:
+    def run_cell(self, cell: Cell, skip_reason: str | None = None) -> CellRecord:
         """Run `cell` alone (and its remedies or shape sweep); return the cell's own record."""
         return self.run_cell_all(cell, skip_reason)[0]
 
-    def run_cell_all(self, cell: Cell, skip_reason: str | None = None) -> list[dict]:
+    def run_cell_all(self, cell: Cell, skip_reason: str | None = None) -> list[CellRecord]:
         """Every record `cell` produces, timed alone: its own first, then remedy attempts and dynamic sweep shapes.
         (A workload's cells are timed together by `run_workload`.)"""
         return attempt.run_cell_all(cell, skip_reason, self.services, self.run, self.stages)
 
-    def run_workload(self, cells: list[Cell]) -> dict[str, list[dict]]:
+    def run_workload(self, cells: list[Cell]) -> dict[str, list[CellRecord]]:
         """The cells of one workload timed together, interleaved (harness.execute.workload): cell id -> its
         records (its own first, then its remedy attempts)."""
         return workload.run_workload(cells, self.services, self.run, self.stages)
@@ -67,7 +67,7 @@ class CellRunner:
         )
         if self.run.stop_reason:  # a full disk: record the cells whose export failed on it, then stop
             for cell_id, s in list(self.run.prepared.items()):
-                if s.rec.get("status") in FAILED_STATUSES:
+                if s.rec.status in FAILED_STATUSES:
                     finish(self.run.prepared.pop(cell_id), self.services.writer)
             self.run.check_stop()
 

@@ -109,5 +109,5 @@ def end(s: AttemptState) -> None:
     if s.runner is not None:
         s.runner.close()
         s.runner = None
-    if s.reexported and s.rec["status"] == "ok" and not s.rec["reason"]:
-        s.rec["reason"] = s.reexported
+    if s.reexported and s.rec.status == "ok" and not s.rec.reason:
+        s.rec.reason = s.reexported

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.cell import Cell
+from harness.core.record import CellRecord
 from harness.diagnosis.failure import failure_from_exception, failure_from_outcome, first_line
 from harness.diagnosis.outcome import ExportOutcome
 from harness.measure.base import Tracker
@@ -39,7 +40,7 @@ class AttemptState:
     """What one attempt knows so far; each stage reads what earlier ones left and adds its own."""
 
     attempt: Attempt
-    rec: dict
+    rec: CellRecord
     log_path: Path
     #: the run's results directory: the record's paths (its log) are relative to it
     run_dir: Path
@@ -73,6 +74,10 @@ class AttemptState:
     e2e_error: str | None = None
     #: the end-to-end pairs its workload timed at least (harness.execute.usecase.e2e_min_pairs)
     e2e_min_pairs: int = 20
+    #: when the attempt's clock started (time.perf_counter()): its record's duration_s runs from here
+    t0: float = 0.0
+    #: the seconds its export phase took, when the attempt is advanced in parts (harness.execute.workload)
+    prep_s: float = 0.0
 
     @property
     def cell(self) -> Cell:
@@ -89,9 +94,11 @@ def fail(
     """End the attempt on an exception raised in `stage`: status, reason, diagnosis, full traceback in the log."""
     with open(s.log_path, "a") as f:
         f.write(f"=== {stage} failed\n{traceback.format_exc()}")
-    s.rec.update(status=status, reason=first_line(str(exc)) or type(exc).__name__, log=s.rel(s.log_path))
-    s.rec["failure"] = failure_from_exception(exc, stage, s.rec["log"])
-    progress(f"{s.rec['cell_id']}: {status}: {s.rec['reason']}")
+    s.rec.status = status
+    s.rec.reason = first_line(str(exc)) or type(exc).__name__
+    s.rec.log = s.rel(s.log_path)
+    s.rec.failure = failure_from_exception(exc, stage, s.rec.log)
+    progress(f"{s.rec.cell_id}: {status}: {s.rec.reason}")
     return False
 
 
@@ -99,9 +106,10 @@ def fail_outcome(
     s: AttemptState, outcome: ExportOutcome, stage: str, progress: Callable[[str], None]
 ) -> bool:
     """End the attempt on an isolated step (export or probe) that did not end ok."""
-    s.rec["status"] = outcome.status
-    s.rec["reason"] = first_line(outcome.message) or outcome.status
-    s.rec["log"] = s.rel(outcome.log) if outcome.log else s.rec["log"]
-    s.rec["failure"] = failure_from_outcome(outcome, stage, s.rec["log"])
-    progress(f"{s.rec['cell_id']}: {outcome.status} ({s.rec['failure']['class']}): {s.rec['reason']}")
+    s.rec.status = outcome.status
+    s.rec.reason = first_line(outcome.message) or outcome.status
+    s.rec.log = s.rel(outcome.log) if outcome.log else s.rec.log
+    failure = failure_from_outcome(outcome, stage, s.rec.log)
+    s.rec.failure = failure
+    progress(f"{s.rec.cell_id}: {outcome.status} ({failure['class']}): {s.rec.reason}")
     return False

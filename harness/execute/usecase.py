@@ -113,17 +113,17 @@ def end_to_end(s: AttemptState, config: RunConfig, progress: Progress) -> bool:
             set_null(rec, f, why)
         return True
     lat = latency_from_samples(s.e2e.walls, "end-to-end")
-    rec["latency_e2e_ms"] = lat.to_dict()
+    rec.latency_e2e_ms = lat
     for key, why in lat.null_reasons().items():
         set_null(rec, f"latency_e2e_ms.{key}", why)
     stages = s.e2e.stages_ms()
-    rec["stages_ms"] = stages
+    rec.stages_ms = stages
     for name in STAGE_NAMES:
         if stages[name] is None:
             set_null(rec, f"stages_ms.{name}", s.e2e.pipeline.absent.get(name, "not timed"))
-    rec["e2e"] = s.e2e.section()
-    rec["scenario"] = "single-stream"
-    rec["scenario_result"] = {
+    rec.e2e = e2e = s.e2e.section()
+    rec.scenario = "single-stream"
+    rec.scenario_result = result = {
         "scenario": "single-stream",
         "metric": "p90 end-to-end latency",
         "value": lat.p90,
@@ -136,13 +136,13 @@ def end_to_end(s: AttemptState, config: RunConfig, progress: Progress) -> bool:
         "queries": lat.rounds,
     }
     if lat.p90 is None and s.e2e_min_pairs < PERCENTILE_MIN_ROUNDS["p90"]:
-        rec["scenario_result"]["reason"] = (
+        result["reason"] = (
             f"{lat.rounds} end-to-end calls: the {PERCENTILE_MIN_ROUNDS['p90']} pairs p90 needs would take more "
             f"than {config.e2e_p90_budget_s:g} s per backend here, so the workload timed the "
             f"{MIN_E2E_PAIRS} the stage check rests on"
         )
-    if not rec["e2e"]["check"]["held"]:
-        gap = rec["e2e"]["gap"]
+    if not e2e["check"]["held"]:
+        gap = e2e["gap"]
         progress(
             f"{s.attempt.cell_id}: end-to-end stage sum {gap:+.1%} off the wall time: work escaped the stage clocks"
         )
@@ -188,14 +188,14 @@ def scenarios(
 
     rec, cfg = s.rec, config
     why = wants_scenarios(cfg.scenarios, s.cell, screened)
-    if why is None and rec["status"] not in RAN:
-        why = f"cell did not run ({rec['status']})"
+    if why is None and rec.status not in RAN:
+        why = f"cell did not run ({rec.status})"
     if why is None and s.attempt.remedy:
         why = "a remedy attempt: scenarios run on the plain cell"
     if why:
         set_null(rec, "scenarios", why)
         return True
-    p50 = (rec.get("latency_e2e_ms") or {}).get("p50")
+    p50 = rec.latency_e2e_ms.p50 if rec.latency_e2e_ms else None
     sc = ScenarioConfig(
         bound_ms=cfg.server_bound_ms,
         threads=cfg.threads,
@@ -209,12 +209,12 @@ def scenarios(
     )
     log_dir = cfg.run_dir / "loadgen" / s.attempt.cell_id
     try:
-        rec["scenarios"] = run_all(s.runner, s.cell, sc, log_dir, cfg.run_dir, p50)
+        rec.scenarios = results = run_all(s.runner, s.cell, sc, log_dir, cfg.run_dir, p50)
     except Exception as e:
         log.exception("scenarios of %s failed", s.attempt.cell_id)
         set_null(rec, "scenarios", f"scenarios failed: {type(e).__name__}: {first_line(str(e))}")
         return True
-    for name, res in rec["scenarios"].items():
+    for name, res in results.items():
         if res.get("value") is None:
             set_null(rec, f"scenarios.{name}.value", res.get("reason") or "the scenario measured nothing")
     return True
@@ -225,11 +225,11 @@ def operators(s: AttemptState) -> bool:
     from harness.diagnosis.operators import OperatorsUnavailable, operator_view
 
     rec = s.rec
-    if rec["status"] not in RAN or s.runner is None:
-        set_null(rec, "operators", f"cell did not run ({rec['status']})")
+    if rec.status not in RAN or s.runner is None:
+        set_null(rec, "operators", f"cell did not run ({rec.status})")
         return True
     try:
-        rec["operators"] = operator_view(s.cell.backend, s.runner, s.artifact, s.export_info, s.cell)
+        rec.operators = operator_view(s.cell.backend, s.runner, s.artifact, s.export_info, s.cell)
     except OperatorsUnavailable as e:
         set_null(rec, "operators", e.reason)
     except Exception as e:

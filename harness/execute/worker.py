@@ -89,6 +89,7 @@ def _probe(payload: dict) -> dict:
     the figures do not depend on what an earlier cell left in the benchmark process)."""
     from harness import backends
     from harness.core.cell import Cell
+    from harness.core.record import new_record
     from harness.measure.host_memory import HostMemoryTracker
     from harness.yolo.inputs import letterboxed
 
@@ -109,9 +110,9 @@ def _probe(payload: dict) -> dict:
     out: dict = {"output_shapes": [list(o.shape) for o in runner.outputs(result)]}
     if tracker:
         tracker.stop(rounds)
-        rec: dict = {}
+        rec = new_record("probe", cell, weights="probe")  # what the tracker fills; only its figures go back
         tracker.fill(rec)
-        out["memory"], out["null_reasons"] = rec["memory"], rec.get("null_reasons", {})
+        out["memory"], out["null_reasons"] = rec.memory.to_dict() if rec.memory else None, rec.null_reasons
     return out
 
 

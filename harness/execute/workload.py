@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness import backends
 from harness.core.cell import Cell
-from harness.core.record import set_null
+from harness.core.record import CellRecord, set_null
 from harness.execute.attempt import remedies
 from harness.execute.isolate import kill_live_workers
 from harness.execute.measuring import time_together
@@ -79,7 +79,7 @@ def prepare_all(
         except Exception as e:  # a harness bug in one cell must not lose the others
             crashed(s, e)
             stages.over(s)
-        s.rec["_prep_s"] = time.perf_counter() - s.rec["_t0"]
+        s.prep_s = time.perf_counter() - s.t0
         return s
 
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="export") as pool:
@@ -109,7 +109,7 @@ def export_cost(cell: Cell) -> float:
 # -- one workload --------------------------------------------------------------------------------------------------
 def run_workload(
     cells: list[Cell], services: RunServices, run: RunState, stages: Pipeline
-) -> dict[str, list[dict]]:
+) -> dict[str, list[CellRecord]]:
     """Load the workload's cells, time them interleaved, check parity, and write their records (then each failed
     cell's remedy attempts, timed alone). Returns cell id -> records. A workload the timing phase (`time_all`)
     already loaded and timed goes on from there."""
@@ -182,7 +182,7 @@ def _resume(cell: Cell, services: RunServices, run: RunState) -> AttemptState:
     s = run.prepared.pop(cell.id, None)
     if s is None:
         return start(Attempt(cell, cell.id), services.config.run_id, services.config.run_dir)
-    s.rec["_t0"] = time.perf_counter() - s.rec.pop("_prep_s", 0.0)  # duration_s: export phase + this phase
+    s.t0 = time.perf_counter() - s.prep_s  # duration_s: export phase + this phase
     return s
 
 
@@ -227,14 +227,14 @@ def set_paired(states: list[AttemptState]) -> None:
     """Each ok cell's `paired`: its p50 over the reference's (torch-eager fp32 where it ran ok, else the first ok
     backend in the registry's order, fp32 first), and over every other ok cell timed with it (an int8 cell's fp32
     counterpart among them), from the trials they shared."""
-    ok = [s for s in states if s.rec["status"] == "ok" and s.timed is not None]
+    ok = [s for s in states if s.rec.status == "ok" and s.timed is not None]
     timed = ok[0].timed if ok else None
     if len(ok) < 2 or timed is None or any(s.timed is not timed for s in ok):
         for s in states:
             why = (
                 "the only ok backend of its workload in this run"
-                if s.rec["status"] == "ok"
-                else f"not an ok cell ({s.rec['status']})"
+                if s.rec.status == "ok"
+                else f"not an ok cell ({s.rec.status})"
             )
             set_null(s.rec, "paired", why)
         return
@@ -243,7 +243,7 @@ def set_paired(states: list[AttemptState]) -> None:
     for s in states:
         key = s.attempt.cell_id
         if s not in ok:
-            set_null(s.rec, "paired", f"not an ok cell ({s.rec['status']})")
+            set_null(s.rec, "paired", f"not an ok cell ({s.rec.status})")
             continue
         mine = timed.paired(key, ref_id) if key != ref_id else None
         others = {}
@@ -252,7 +252,7 @@ def set_paired(states: list[AttemptState]) -> None:
                 p = timed.paired(key, o.attempt.cell_id)
                 if p is not None:
                     others[o.attempt.cell_id] = {k: v for k, v in p.to_dict().items() if k != "reference"}
-        s.rec["paired"] = {
+        s.rec.paired = {
             "reference": ref_id,
             "reference_backend": ref.cell.backend,
             "ratio": 1.0 if key == ref_id else (mine.ratio if mine else None),

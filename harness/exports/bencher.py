@@ -18,9 +18,11 @@ object of benchmarks, each an object of measures, each an object with a number `
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.record import CellRecord
 from harness.core.results_dir import Run, dig
 
 NS_PER_MS = 1_000_000.0
@@ -31,20 +33,26 @@ MAX_BENCHMARK = 1024
 
 @dataclass(frozen=True)
 class Measure:
-    """One BMF measure: its slug, the record's value (a dotted path), the unit scale, and an optional interval."""
+    """One BMF measure: its slug, the record's value (read from the record), the unit scale, and an optional
+    interval (a [low, high] pair read from the record)."""
 
     slug: str
-    path: str
+    value: Callable[[CellRecord], Any]
     scale: float = 1.0
-    interval: str | None = None  # dotted path of a [low, high] pair
+    interval: Callable[[CellRecord], Any] | None = None
 
 
 MEASURES = (
-    Measure("latency", "latency_ms.p50", NS_PER_MS, interval="latency_ms.p50_ci"),
-    Measure("latency-e2e-p99", "latency_e2e_ms.p99", NS_PER_MS),
-    Measure("throughput", "throughput_ips"),
-    Measure("host-peak-rss-mib", "memory.host_peak_rss_mib"),
-    Measure("map-ratio", "accuracy.ratio"),
+    Measure(
+        "latency",
+        lambda r: r.latency_ms.p50 if r.latency_ms else None,
+        NS_PER_MS,
+        interval=lambda r: r.latency_ms.p50_ci if r.latency_ms else None,
+    ),
+    Measure("latency-e2e-p99", lambda r: r.latency_e2e_ms.p99 if r.latency_e2e_ms else None, NS_PER_MS),
+    Measure("throughput", lambda r: r.throughput_ips),
+    Measure("host-peak-rss-mib", lambda r: r.memory.host_peak_rss_mib if r.memory else None),
+    Measure("map-ratio", lambda r: dig(r.accuracy, "ratio")),
 )
 
 
@@ -55,13 +63,13 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def metric(rec: dict, m: Measure) -> dict[str, float] | None:
+def metric(rec: CellRecord, m: Measure) -> dict[str, float] | None:
     """The record's BMF metric for `m`, or None where the record holds no figure for it."""
-    value = _number(dig(rec, m.path))
+    value = _number(m.value(rec))
     if value is None:
         return None
     out = {"value": value * m.scale}
-    pair = dig(rec, m.interval) if m.interval else None
+    pair = m.interval(rec) if m.interval else None
     if isinstance(pair, list | tuple) and len(pair) == 2:
         low, high = _number(pair[0]), _number(pair[1])
         if low is not None and high is not None:
@@ -70,9 +78,9 @@ def metric(rec: dict, m: Measure) -> dict[str, float] | None:
     return out
 
 
-def benchmark_name(rec: dict, run: Run, several: bool) -> str:
+def benchmark_name(rec: CellRecord, run: Run, several: bool) -> str:
     """The cell id; in a merged run of several machines, with the machine, so no two machines share a name."""
-    return f"{rec['cell_id']} @ {run.machine}" if several else str(rec["cell_id"])
+    return f"{rec.cell_id} @ {run.machine}" if several else str(rec.cell_id)
 
 
 def to_bmf(runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
@@ -81,7 +89,7 @@ def to_bmf(runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
     out: dict[str, dict[str, dict[str, float]]] = {}
     several = len(runs) > 1
     for run in runs:
-        last = {str(r["cell_id"]): r for r in run.records if r.get("cell_id")}
+        last = {str(r.cell_id): r for r in run.records if r.cell_id}
         for rec in last.values():
             measures = {m.slug: v for m in MEASURES if (v := metric(rec, m)) is not None}
             if measures:

@@ -5,68 +5,70 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
+from typing import Any
 
+from harness.core.record import CellRecord, Latency
 from harness.core.results_dir import Run, dig
 
-#: column -> dotted path in the record (harness/core/record.py)
-COLUMNS: dict[str, str] = {
-    "run_id": "run_id",
-    "cell_id": "cell_id",
-    "model": "model",
-    "size": "size",
-    "task": "task",
-    "head": "head",
-    "backend": "backend",
-    "device": "device",
-    "height": "height",
-    "width": "width",
-    "dynamic": "dynamic",
-    "batch": "batch",
-    "precision_requested": "precision_requested",
-    "precision_executed": "precision_executed",
-    "threads": "threads",
-    "weights": "weights",
-    "status": "status",
-    "reason": "reason",
-    "latency_p50_ms": "latency_ms.p50",
-    "latency_p50_ci_low_ms": "latency_ms.p50_ci.0",
-    "latency_p50_ci_high_ms": "latency_ms.p50_ci.1",
-    "latency_p90_ms": "latency_ms.p90",
-    "latency_p99_ms": "latency_ms.p99",
-    "rounds": "latency_ms.rounds",
-    "timing_scope": "latency_ms.timing_scope",
-    "throughput_ips": "throughput_ips",
-    "latency_e2e_p50_ms": "latency_e2e_ms.p50",
-    "latency_e2e_p99_ms": "latency_e2e_ms.p99",
-    "paired_ratio": "paired.ratio",
-    "paired_reference": "paired.reference",
-    "host_peak_rss_mib": "memory.host_peak_rss_mib",
-    "device_peak_used_mib": "memory.device_peak_used_mib",
-    "map50_95": "accuracy.map50_95",
-    "map_ratio": "accuracy.ratio",
-    "export_s": "export_s",
-    "cache_hit": "cache_hit",
-    "artifact_bytes": "artifact_bytes",
-    "failure_class": "failure.class",
-    "machine": "",  # filled from the run (merged runs hold several machines)
+
+def _ci(lat: Latency | None, index: int) -> float | None:
+    """One end of the p50's interval (latency_ms.p50_ci), None without one."""
+    pair = lat.p50_ci if lat else None
+    return pair[index] if isinstance(pair, list) and len(pair) > index else None
+
+
+#: column -> how the record gives it (fields as in harness/core/record.py); None: filled from the run
+COLUMNS: dict[str, Callable[[CellRecord], Any] | None] = {
+    "run_id": lambda r: r.run_id,
+    "cell_id": lambda r: r.cell_id,
+    "model": lambda r: r.model,
+    "size": lambda r: r.size,
+    "task": lambda r: r.task,
+    "head": lambda r: r.head,
+    "backend": lambda r: r.backend,
+    "device": lambda r: r.device,
+    "height": lambda r: r.height,
+    "width": lambda r: r.width,
+    "dynamic": lambda r: r.dynamic,
+    "batch": lambda r: r.batch,
+    "precision_requested": lambda r: r.precision_requested,
+    "precision_executed": lambda r: r.precision_executed,
+    "threads": lambda r: r.threads,
+    "weights": lambda r: r.weights,
+    "status": lambda r: r.status,
+    "reason": lambda r: r.reason,
+    "latency_p50_ms": lambda r: r.latency_ms.p50 if r.latency_ms else None,
+    "latency_p50_ci_low_ms": lambda r: _ci(r.latency_ms, 0),
+    "latency_p50_ci_high_ms": lambda r: _ci(r.latency_ms, 1),
+    "latency_p90_ms": lambda r: r.latency_ms.p90 if r.latency_ms else None,
+    "latency_p99_ms": lambda r: r.latency_ms.p99 if r.latency_ms else None,
+    "rounds": lambda r: r.latency_ms.rounds if r.latency_ms else None,
+    "timing_scope": lambda r: r.latency_ms.timing_scope if r.latency_ms else None,
+    "throughput_ips": lambda r: r.throughput_ips,
+    "latency_e2e_p50_ms": lambda r: r.latency_e2e_ms.p50 if r.latency_e2e_ms else None,
+    "latency_e2e_p99_ms": lambda r: r.latency_e2e_ms.p99 if r.latency_e2e_ms else None,
+    "paired_ratio": lambda r: dig(r.paired, "ratio"),
+    "paired_reference": lambda r: dig(r.paired, "reference"),
+    "host_peak_rss_mib": lambda r: r.memory.host_peak_rss_mib if r.memory else None,
+    "device_peak_used_mib": lambda r: r.memory.device_peak_used_mib if r.memory else None,
+    "map50_95": lambda r: dig(r.accuracy, "map50_95"),
+    "map_ratio": lambda r: dig(r.accuracy, "ratio"),
+    "export_s": lambda r: r.export_s,
+    "cache_hit": lambda r: r.cache_hit,
+    "artifact_bytes": lambda r: r.artifact_bytes,
+    "failure_class": lambda r: dig(r.failure, "class"),
+    "machine": None,  # filled from the run (merged runs hold several machines)
 }
-
-
-def _value(rec: dict, path: str):
-    head, _, index = path.rpartition(".")
-    if index.isdigit():  # an element of a pair such as p50_ci
-        pair = dig(rec, head)
-        return pair[int(index)] if isinstance(pair, list) and len(pair) > int(index) else None
-    return dig(rec, path)
 
 
 def rows(runs: list[Run]) -> list[dict]:
     """One row per cell id (its last record) of every run, in record order."""
     out = []
     for run in runs:
-        last = {str(r["cell_id"]): r for r in run.records if r.get("cell_id")}
+        last = {str(r.cell_id): r for r in run.records if r.cell_id}
         for rec in last.values():
-            row = {col: _value(rec, path) for col, path in COLUMNS.items() if path}
+            row = {col: read(rec) for col, read in COLUMNS.items() if read}
             row["machine"] = run.machine
             out.append(row)
     return out

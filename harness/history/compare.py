@@ -24,6 +24,7 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from typing import cast
 
 from harness.core.record import FAILED_STATUSES
 from harness.core.results_dir import HistoryError
@@ -161,6 +162,11 @@ def _scale(cur: CellRow, rows: list[CellRow]) -> Callable[[CellRow], float] | No
     return None
 
 
+def _p50(r: CellRow) -> float:
+    """The p50 of a row judged on latency (compare_run passes only rows that have one)."""
+    return cast(float, r.p50)
+
+
 def _latency(
     conn: sqlite3.Connection,
     cur: CellRow,
@@ -177,19 +183,19 @@ def _latency(
     did, so such a cell never passes silently), no spread is known, or the series is too short (`judged` False)
     for a change to fail the run.
     """
-    raw_base = median([r.p50 for r in base_rows])
+    raw_base = median([_p50(r) for r in base_rows])
     if raw_base <= 0:
         return None
     scale = _scale(cur, base_rows)
     k = scale or (lambda r: 1.0)
-    base = median([r.p50 * k(r) for r in base_rows])
-    now = cur.p50 * k(cur)
+    base = median([_p50(r) * k(r) for r in base_rows])
+    now = _p50(cur) * k(cur)
     base_samples = [v * k(r) for r in base_rows for v in query.samples(conn, r)]
     win = [r for r in window if scale is None or r.canary_ms]
-    spread, spread_text = _spread([r.p50 * k(r) for r in win], base_samples)
+    spread, spread_text = _spread([_p50(r) * k(r) for r in win], base_samples)
     test = rank_test([v * k(cur) for v in query.samples(conn, cur)], base_samples, th.alpha)
     change = _pct(base, now)
-    moved = f"p50 {raw_base:.3f} -> {cur.p50:.3f} ms ({_pct(raw_base, cur.p50):+.1f}%)"
+    moved = f"p50 {raw_base:.3f} -> {_p50(cur):.3f} ms ({_pct(raw_base, _p50(cur)):+.1f}%)"
     if scale is not None:
         moved += f"; canary-normalised (p50 / the canary read around the cell) {change:+.1f}%"
     else:
@@ -198,7 +204,7 @@ def _latency(
     if not test.judged or spread is None:
         why = test.describe() if not test.judged else spread_text
         detail = f"{moved}; {why}; {tail}"
-        return "unjudged", Finding(cur.cell_id, "latency", raw_base, cur.p50, change, detail, cur.machine)
+        return "unjudged", Finding(cur.cell_id, "latency", raw_base, _p50(cur), change, detail, cur.machine)
     margin = max(base * th.latency_pct / 100, th.spread_k * spread)
     if abs(now - base) <= margin or (test.p or 0.0) >= th.alpha:
         return None
@@ -207,13 +213,13 @@ def _latency(
         f"{moved}; margin {margin:.3g}{unit} = max({th.latency_pct:g}%, {th.spread_k:g} x {spread_text}); "
         f"{test.describe()}; {tail}"
     )
-    finding = Finding(cur.cell_id, "latency", raw_base, cur.p50, change, detail, cur.machine)
+    finding = Finding(cur.cell_id, "latency", raw_base, _p50(cur), change, detail, cur.machine)
     if not judged:
         finding = Finding(
             cur.cell_id,
             "latency",
             raw_base,
-            cur.p50,
+            _p50(cur),
             change,
             f"insufficient history (the series holds fewer than {th.min_runs} runs): would be flagged: {detail}",
             cur.machine,
@@ -253,10 +259,10 @@ def canary_band(conn: sqlite3.Connection, run: RunRef, earlier: list[RunRef], wi
 
 
 def _memory(cur: CellRow, base_rows: list[CellRow], th: Thresholds) -> Finding | None:
-    rows = [r for r in base_rows if r.mem_mb is not None and r.mem_source == cur.mem_source]
-    if cur.mem_mb is None or not rows:
+    mems = [r.mem_mb for r in base_rows if r.mem_mb is not None and r.mem_source == cur.mem_source]
+    if cur.mem_mb is None or not mems:
         return None
-    base = median([r.mem_mb for r in rows])
+    base = median(mems)
     delta = cur.mem_mb - base
     margin = max(base * th.mem_pct / 100, th.mem_mb)
     if abs(delta) <= margin:
@@ -376,7 +382,7 @@ def compare_run(
             grew = (
                 (finding.change_pct or 0.0) > 0
                 if finding.kind == "latency"
-                else finding.current > finding.baseline
+                else cast(float, finding.current) > cast(float, finding.baseline)  # MiB, both measured
             )
             (result.regressions if grew else result.improvements).append(finding)
 

@@ -1,13 +1,15 @@
 """Merging the runs of several machines into one history and one results directory for the report.
 
-The merged directory's records keep every field and gain `machine` (the source's hostname, made unique) and
-`source_run_id`; their `run_id` becomes the merged run's id. Its env.json lists the machines with their full
-env.json under "machines", and keeps the usual top-level keys (values shared by every machine, else null) so that
-a reader that knows only the plain format still works.
+The merged directory's records (CellRecords, written by RecordWriter) keep every field in their own order and gain
+`machine` (the source's hostname, made unique) and `source_run_id`, written after their own fields; their `run_id`
+becomes the merged run's id. Its env.json lists the machines with their full env.json under "machines", and keeps
+the usual top-level keys (values shared by every machine, else null) so that a reader that knows only the plain
+format still works.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -17,16 +19,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness import SCHEMA_VERSION
+from harness.core.record import CellRecord
+from harness.core.record_codec import record_to_json
 from harness.core.results_dir import (
     CELLS_FILE,
     ENV_FILE,
     MACHINE_FIELD,
     MACHINES_KEY,
-    SOURCE_RUN_FIELD,
     ImportRefused,
+    RecordWriter,
     unwritable_reason,
     write_env,
-    write_text_atomic,
 )
 from harness.history.rundir import RunData, load_run_dir
 from harness.history.store import ImportResult, import_runs
@@ -95,16 +98,23 @@ def merged_env(run_id: str, runs: list[RunData]) -> dict:
     }
 
 
-def _merged_cells(run_id: str, runs: list[RunData]) -> str:
-    """cells.jsonl of the merged run: every record with the merged run id, its machine and its source run."""
-    lines = []
+def _merged_records(run_id: str, runs: list[RunData]) -> list[CellRecord]:
+    """The merged run's records: every record with the merged run id, its machine and its source run (copies: the
+    runs' own records are imported as they are)."""
+    out = []
     for run in runs:
         for rec in run.records:
-            merged = dict(rec, run_id=run_id)
-            merged[MACHINE_FIELD] = run.machine
-            merged[SOURCE_RUN_FIELD] = run.run_id
-            lines.append(json.dumps(merged, allow_nan=False, default=str))
-    return "".join(line + "\n" for line in lines)
+            merged = copy.copy(rec)
+            merged.run_id = run_id
+            merged.machine = run.machine
+            merged.source_run_id = run.run_id
+            out.append(merged)
+    return out
+
+
+def _cells_text(records: list[CellRecord]) -> str:
+    """cells.jsonl as RecordWriter writes these records (to tell whether the output already holds this merge)."""
+    return "".join(record_to_json(rec) + "\n" for rec in records)
 
 
 def _check_out_dir(out_dir: Path, cells: str, env_text: str, replace_existing: bool) -> bool:
@@ -132,7 +142,7 @@ def _check_out_dir(out_dir: Path, cells: str, env_text: str, replace_existing: b
     )
 
 
-def _write_beside(out_dir: Path, cells: str, env: dict) -> None:
+def _write_beside(out_dir: Path, records: list[CellRecord], env: dict) -> None:
     """Write the merged run into a new directory beside `out_dir`, then rename it into place (an existing
     directory is renamed away first and removed last), so a reader sees the old run or the new one, never a mix,
     and a failure part way leaves the old run as it was."""
@@ -141,7 +151,12 @@ def _write_beside(out_dir: Path, cells: str, env: dict) -> None:
     new = out_dir.with_name(f".{out_dir.name}.merge-{tag}")
     new.mkdir()
     try:
-        write_text_atomic(new / CELLS_FILE, cells)
+        writer = RecordWriter(new)
+        for rec in records:
+            writer.write(rec)
+        for p in new.iterdir():  # the writer's lock file: the merged run is cells.jsonl and env.json alone
+            if p.name not in (CELLS_FILE, ENV_FILE):
+                p.unlink()
         write_env(new, env)
         old = out_dir.with_name(f".{out_dir.name}.old-{tag}")
         had = out_dir.exists()
@@ -183,7 +198,8 @@ def merge_runs(
         raise ImportRefused("nothing to merge")
     runs = _unique_machines(runs)
     try:
-        cells = _merged_cells(run_id, runs)
+        records = _merged_records(run_id, runs)
+        cells = _cells_text(records)
         env = merged_env(run_id, runs)
         json.dumps(env, allow_nan=False, default=str)
     except ValueError as e:  # load_run_dir refuses non-finite figures; this is the belt to its braces
@@ -193,7 +209,7 @@ def merge_runs(
     imported = import_runs(db_path, runs, merged_run_id=run_id)
     if not unchanged:
         try:
-            _write_beside(out_dir, cells, env)
+            _write_beside(out_dir, records, env)
         except OSError as e:
             raise ImportRefused(f"cannot write the merged run to {out_dir}: {e}") from None
     log.info("merged %d run(s) from %s into %s", len(runs), ", ".join(r.machine for r in runs), out_dir)

@@ -1,9 +1,9 @@
 """A results directory (cells.jsonl + env.json) as validated runs, ready for the history database.
 
 Reading is harness.core.results_dir's (strictly: a directory that cannot be imported raises ImportRefused, and
-records come back as schema version 2 whatever version wrote them). A merged directory (written by `python -m
-harness merge`) is split back into one run per machine, so importing a merged directory is the same as importing
-each of its sources.
+records come back as typed CellRecords of schema version 2 whatever version wrote them). A merged directory
+(written by `python -m harness merge`) is split back into one run per machine, so importing a merged directory is
+the same as importing each of its sources.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from functools import cached_property
 from pathlib import Path
 
 from harness import SCHEMA_VERSION
-from harness.core.record import non_finite
+from harness.core.record import CellRecord, non_finite
+from harness.core.record_codec import record_from_dict, record_to_dict
 from harness.core.results_dir import (
     MACHINE_FIELD,
     MACHINES_KEY,
@@ -41,7 +42,7 @@ class RunData:
     machine: str
     started_at: str
     env: dict
-    records: tuple[dict, ...]
+    records: tuple[CellRecord, ...]
     source: str
     #: cell ids the results directory recorded more than once (one record of each was kept: the last)
     duplicates: tuple[str, ...] = ()
@@ -54,7 +55,8 @@ class RunData:
     @cached_property
     def digest(self) -> str:
         """Content hash: importing a run with an unchanged digest is a no-op."""
-        blob = json.dumps({"env": self.env, "records": self.records}, sort_keys=True, default=str)
+        records = [record_to_dict(r) for r in self.records]
+        blob = json.dumps({"env": self.env, "records": records}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -73,41 +75,47 @@ def normalize_time(text: str) -> str:
     return t.astimezone(UTC).isoformat()
 
 
-def _started_at(env: dict, records: list[dict], where: str) -> str:
-    started = env.get("started_at") or min(
-        (r["started_at"] for r in records if r.get("started_at")), default=None
-    )
+def _started_at(env: dict, records: list[CellRecord], where: str) -> str:
+    started = env.get("started_at") or min((r.started_at for r in records if r.started_at), default=None)
     if not started:
         raise ImportRefused(f"{where}: neither env.json nor any record says when the run started")
     return normalize_time(str(started))
 
 
-def _dedupe(records: list[dict], where: str) -> tuple[dict, ...]:
+def _dedupe(records: list[CellRecord], where: str) -> tuple[CellRecord, ...]:
     """One record per cell: a cell written twice (a retried cell) keeps its last record."""
-    by_cell: dict[str, dict] = {}
+    by_cell: dict[str, CellRecord] = {}
     for rec in records:
-        if rec["cell_id"] in by_cell:
-            log.warning("%s: cell %s recorded more than once; keeping the last record", where, rec["cell_id"])
-        by_cell[rec["cell_id"]] = rec
+        if rec.cell_id in by_cell:
+            log.warning("%s: cell %s recorded more than once; keeping the last record", where, rec.cell_id)
+        by_cell[rec.cell_id] = rec
     return tuple(by_cell.values())
 
 
-def _split_merged(run_dir: Path, env: dict, records: list[dict]) -> list[RunData]:
+def _restored(rec: CellRecord, run_id: str) -> CellRecord:
+    """A merged record back as its source run's own record (a new one: the record read is left alone): its run id,
+    without the merge's two fields, the others in the order the record holds them.
+
+    Built from its JSON view less those two fields: a record read in an order of its own (an older one, migrated)
+    keeps that order through the codec, and with it the two fields were they only set to None."""
+    data = record_to_dict(rec)
+    data["run_id"] = rec.source_run_id if rec.source_run_id is not None else run_id
+    data.pop(MACHINE_FIELD, None)
+    data.pop(SOURCE_RUN_FIELD, None)
+    return record_from_dict(data, migrate=False)
+
+
+def _split_merged(run_dir: Path, env: dict, records: list[CellRecord]) -> list[RunData]:
     groups, orphans = merged_machines(env, records)
     if orphans:
-        names = sorted({str(r.get(MACHINE_FIELD)) for r in orphans})
+        names = sorted({str(r.machine) for r in orphans})
         raise ImportRefused(f"{run_dir}: records of machines {names} not listed in env.json")
     runs = []
     for entry, mine in groups:
         machine = entry[MACHINE_FIELD]
         if not isinstance(entry.get("env"), dict):
             raise ImportRefused(f"{run_dir}: env.json lists machine {machine!r} without its env.json")
-        restored = []
-        for rec in mine:  # back to the source run's own record: its run id, no machine label
-            rec = dict(rec)
-            rec["run_id"] = rec.pop(SOURCE_RUN_FIELD, entry["run_id"])
-            rec.pop(MACHINE_FIELD, None)
-            restored.append(rec)
+        restored = [_restored(rec, entry["run_id"]) for rec in mine]
         where = f"{run_dir} [{machine}]"
         runs.append(
             RunData(
@@ -123,11 +131,11 @@ def _split_merged(run_dir: Path, env: dict, records: list[dict]) -> list[RunData
     return runs
 
 
-def _refuse_non_finite(run_dir: Path, env: dict, records: list[dict]) -> None:
+def _refuse_non_finite(run_dir: Path, env: dict, records: list[CellRecord]) -> None:
     """A NaN or infinite figure would be stored as NULL and skipped by every comparison without a word: refuse
     the run, naming the first offending record and its fields (a harness writing records refuses them at write
     time, so these come from an older harness or an edited file)."""
-    bad = [(r.get("cell_id"), hits) for r in records if (hits := non_finite(r))]
+    bad = [(r.cell_id, hits) for r in records if (hits := non_finite(record_to_dict(r)))]
     env_hits = non_finite(env)
     if not bad and not env_hits:
         return
@@ -149,7 +157,7 @@ def load_run_dir(run_dir: str | Path) -> list[RunData]:
     if env.get(MACHINES_KEY):
         return _split_merged(run_dir, env, records)
     run_id = str(env.get("run_id") or run_dir.name)
-    others = sorted({str(r.get("run_id")) for r in records} - {run_id})
+    others = sorted({str(r.run_id) for r in records} - {run_id})
     if others:
         raise ImportRefused(f"{run_dir}: env.json is run {run_id!r} but records belong to {others}")
     if not records:

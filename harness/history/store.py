@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.core.record_codec import record_from_dict
+from harness.core.record import CellRecord
+from harness.core.record_codec import record_to_dict
 from harness.core.results_dir import HistoryError, ImportRefused, incomplete_note
 from harness.history.memory import memory_mib
 from harness.history.rundir import RunData, load_run_dir
@@ -237,18 +238,19 @@ def _open_readonly(db_path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _cell_row(run: RunData, rec: dict) -> tuple:
-    cell = record_from_dict(rec)  # the fields the history indexes, read as CellRecord attributes
-    latency = cell.latency_ms
-    ok = cell.status == "ok"
-    samples = cell.samples_ms if ok else None
+def _cell_row(run: RunData, rec: CellRecord) -> tuple:
+    """The cells table's row of a record: the fields the history indexes, and the record as JSON (its rounds are
+    in their own column)."""
+    latency = rec.latency_ms
+    ok = rec.status == "ok"
+    samples = rec.samples_ms if ok else None
     mem, mem_source = memory_mib(rec) if ok else (None, None)
-    stored = {k: v for k, v in rec.items() if k != "samples_ms"}
+    stored = {k: v for k, v in record_to_dict(rec).items() if k != "samples_ms"}
     return (
         run.run_id,
         run.machine,
-        cell.cell_id,
-        cell.status,
+        rec.cell_id,
+        rec.status,
         latency.timing_scope if latency else None,
         latency.p50 if ok and latency else None,
         json.dumps(samples) if samples else None,

@@ -16,7 +16,7 @@ import sqlite3
 from harness import SCHEMA_VERSION
 from harness.core.migrate import migrate_env, migrate_record
 from harness.history.fingerprint import fingerprint_from_env
-from harness.history.memory import memory_mib
+from harness.history.memory import section_memory_mib
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,9 @@ def upgrade_from_1(conn: sqlite3.Connection) -> int:
             "SELECT cell_id, status, record FROM cells WHERE run_id = ? AND machine = ?", (run_id, machine)
         ).fetchall()
         for cell_id, status, rec_text in cells:
+            # the stored JSON of a record (samples_ms left out), migrated as JSON: it is what the database holds
             rec = migrate_record(json.loads(rec_text))
-            mem, mem_source = memory_mib(rec) if status == "ok" else (None, None)
+            mem, mem_source = section_memory_mib(rec.get("memory")) if status == "ok" else (None, None)
             conn.execute(
                 "UPDATE cells SET record = ?, mem_mb = ?, mem_source = ? WHERE run_id = ? AND machine = ?"
                 " AND cell_id = ?",

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
+from harness.core.record import CellRecord
+
 
 class Tracker:
     """One measured quantity over one attempt. Every hook is optional; the defaults do nothing."""
@@ -43,7 +45,7 @@ class Tracker:
     def stop(self, rounds: int) -> None:
         """Right after the last timed round (`rounds` were timed; 0 when timing did not run)."""
 
-    def fill(self, rec: dict) -> None:
+    def fill(self, rec: CellRecord) -> None:
         """Write this tracker's figures into the record, or a null reason for each it could not measure."""
 
 

@@ -14,6 +14,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ class Canary:
     threads: int
     readings: list[Reading] = field(default_factory=list)
     reason: str | None = None  # why there is no canary (ONNX Runtime missing, ...)
-    _session: object = None
+    _session: Any = None
     _x: np.ndarray | None = None
     _t0: float | None = None
 

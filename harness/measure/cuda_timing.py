@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.backends._shared.probes import torch_cuda_missing
-from harness.core.record import set_null
+from harness.core.record import CellRecord, set_null
 from harness.measure.base import Tracker, register_tracker
 from harness.measure.stats import latency_from_samples
 from harness.measure.timing import TimedCall
@@ -159,17 +159,17 @@ class CudaEventTracker(Tracker):
             return f"{len(self.device_ms)} CUDA event pairs for {self.rounds} timed rounds: they do not match"
         return None
 
-    def fill(self, rec: dict) -> None:
+    def fill(self, rec: CellRecord) -> None:
         self._active = False  # stop() may not have run (the rounds failed): record nothing more
         why = self._null_reason()
         if why is not None:
-            rec["device_latency_ms"] = rec["device_samples_ms"] = None
+            rec.device_latency_ms = rec.device_samples_ms = None
             set_null(rec, "device_latency_ms", why)
             set_null(rec, "device_samples_ms", why)
             return
         scope = "; ".join(sorted(self.scopes))
-        rec["device_latency_ms"] = latency_from_samples(self.device_ms, scope).to_dict()
-        rec["device_samples_ms"] = [round(d, 4) for d in self.device_ms]
+        rec.device_latency_ms = latency_from_samples(self.device_ms, scope)
+        rec.device_samples_ms = [round(d, 4) for d in self.device_ms]
 
 
 register_tracker("cuda_events", order=40)(CudaEventTracker.for_cell)

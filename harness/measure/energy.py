@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from harness.core.record import Energy, put, set_null
+from harness.core.record import CellRecord, Energy, set_null
 from harness.measure.base import Tracker, register_tracker
 from harness.measure.nvml import EnergyMeter, NvmlUnavailable, idle_power_w, nvml_for_tracker
 
@@ -48,10 +48,9 @@ def not_measured_reason(device: str) -> str:
     )
 
 
-def put_null(rec: dict, reason: str) -> None:
+def put_null(rec: CellRecord, reason: str) -> None:
     """The energy section with every figure null, each with `reason`."""
-    empty = Energy()
-    put(rec, "energy", empty)
+    rec.energy = Energy()
     for key in FIGURES:
         set_null(rec, f"energy.{key}", reason)
 
@@ -64,7 +63,7 @@ class EnergyNotMeasured(Tracker):
     def __init__(self, device: str) -> None:
         self.reason = not_measured_reason(device)
 
-    def fill(self, rec: dict) -> None:
+    def fill(self, rec: CellRecord) -> None:
         put_null(rec, self.reason)
 
 
@@ -160,7 +159,7 @@ class EnergyTracker(Tracker):
             return "no block of timed rounds was metered"
         return "the energy counter gave no reading"
 
-    def fill(self, rec: dict) -> None:
+    def fill(self, rec: CellRecord) -> None:
         if self.per_inference_j is None:
             put_null(rec, self._null_reason())
             return
@@ -170,27 +169,24 @@ class EnergyTracker(Tracker):
                 f"energy window {self.window:.2f} s (the sum of this runner's blocks) is shorter than "
                 f"{self.min_window_s:.1f} s: the NVML counter advances in coarse steps, so the figure is imprecise"
             )
+        inferences = (self.rounds or 0) * self.batch  # a figure per inference means rounds were timed
         net = None
         if self.idle_w is not None:
-            net = (self.joules - self.idle_w * self.window) / (self.rounds * self.batch)
-        put(
-            rec,
-            "energy",
-            Energy(
-                per_inference_j=self.per_inference_j,
-                window_s=self.window,
-                inferences=self.rounds * self.batch,
-                source=SOURCE
-                + (
-                    f"; net: less the idle power ({self.idle_w:.1f} W, median of NVML power readings over "
-                    f"{self.idle_s:.0f} s before load) x the window"
-                    if self.idle_w is not None
-                    else ""
-                )
-                + (f"; {note}" if note else ""),
-                net_per_inference_j=net,
-                idle_power_w=self.idle_w,
-            ),
+            net = (self.joules - self.idle_w * self.window) / inferences
+        rec.energy = Energy(
+            per_inference_j=self.per_inference_j,
+            window_s=self.window,
+            inferences=inferences,
+            source=SOURCE
+            + (
+                f"; net: less the idle power ({self.idle_w:.1f} W, median of NVML power readings over "
+                f"{self.idle_s:.0f} s before load) x the window"
+                if self.idle_w is not None
+                else ""
+            )
+            + (f"; {note}" if note else ""),
+            net_per_inference_j=net,
+            idle_power_w=self.idle_w,
         )
         if self.idle_w is None:
             for key in ("net_per_inference_j", "idle_power_w"):

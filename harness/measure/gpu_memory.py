@@ -29,7 +29,7 @@ import logging
 import os
 from typing import Any
 
-from harness.core.record import MIB, Memory, put, section, set_null
+from harness.core.record import MIB, CellRecord, Memory, set_null
 from harness.measure.base import Tracker, register_tracker
 from harness.measure.cuda_timing import torch_cuda_reason
 from harness.measure.host_memory import Sampler
@@ -140,10 +140,10 @@ class GpuMemoryTracker(Tracker):
             )
         return max(0.0, p.peak - p.baseline) / MIB, None
 
-    def fill(self, rec: dict) -> None:
+    def fill(self, rec: CellRecord) -> None:
         if not self.stopped:  # the attempt failed before stop(): stop sampling, keep what was seen
             self.stop(0)
-        mem = section(rec, "memory", Memory)
+        mem = rec.memory or Memory()
         for probe_name, key in NVML_FIELDS:
             value, why = self._nvml_figure(probe_name)
             setattr(mem, key, value)
@@ -171,8 +171,8 @@ class GpuMemoryTracker(Tracker):
             how.append(f"torch allocator max allocated/reserved since the reset before load, {window}")
         if how:
             mem.source = "; ".join([mem.source, *how] if mem.source else how)
-        put(rec, "memory", mem)
-        rec["gpu_snapshot"] = self.snapshot
+        rec.memory = mem
+        rec.gpu_snapshot = self.snapshot
         if self.snapshot is None:
             set_null(
                 rec,

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.core.record import CellRecord, Memory, set_null
 from harness.measure.base import Tracker, register_tracker
 
 log = logging.getLogger(__name__)
@@ -169,10 +170,8 @@ class HostMemoryTracker(Tracker):
         else:
             self.hwm.stop()
 
-    def fill(self, rec: dict) -> None:
-        from harness.core.record import Memory, put, section, set_null
-
-        mem = section(rec, "memory", Memory)
+    def fill(self, rec: CellRecord) -> None:
+        mem = rec.memory or Memory()
         if self.sampler is not None:
             probe = self.sampler.get("host_rss")
             peak, base = probe.peak, probe.baseline
@@ -190,7 +189,7 @@ class HostMemoryTracker(Tracker):
             mem.host_peak_delta_mib = max(0.0, peak - base) / MIB
         mem.source = f"{how}, over load and runs" + (f"; {mem.source}" if mem.source else "")
         mem.origin = mem.origin or "measured in this attempt"
-        put(rec, "memory", mem)
+        rec.memory = mem
 
 
 register_tracker("host_memory", order=10)(HostMemoryTracker.for_cell)

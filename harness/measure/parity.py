@@ -90,7 +90,12 @@ THRESHOLDS: dict[str, tuple[str, float | None, float | None, float | None]] = {
 def bounds(precision: str) -> dict[str, tuple[str, float]]:
     """The judged metrics at `precision`: name -> (kind, bound)."""
     col = 1 + PRECISIONS.index(precision)
-    return {m: (row[0], row[col]) for m, row in THRESHOLDS.items() if row[col] is not None}
+    out: dict[str, tuple[str, float]] = {}
+    for m, row in THRESHOLDS.items():
+        bound = row[col]
+        if bound is not None:
+            out[m] = (row[0], bound)
+    return out
 
 
 @dataclass(frozen=True)

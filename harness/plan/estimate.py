@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.core.cell import Cell
 
@@ -33,7 +34,7 @@ TIMELINE = "timeline.json"
 TIMELINE_VERSION = 1
 
 #: the plan's prices, seconds, for parts no run has recorded (orders of magnitude, 2-core CPU, yolo26n at 320..640)
-PLAN = {
+PLAN: dict[str, Any] = {
     "export": {"executorch": 60.0, "aoti": 120.0, "torch-compile": 90.0, "tensorrt": 120.0, "default": 20.0},
     "probe": 5.0,  # the fresh process that runs a new artifact and reads its host memory
     "cached_prep": 2.0,  # a cache hit whose memory figure is cached too

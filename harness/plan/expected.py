@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from harness.core.record import CellRecord
+
 log = logging.getLogger(__name__)
 
 HEADER = """\
@@ -38,41 +40,41 @@ class ExpectedStatus:
             data = yaml.safe_load(self.path.read_text()) or {}
         self.entries: dict[str, dict] = dict(data.get("expected") or {})
 
-    def judge(self, rec: dict, update_command: str) -> Verdict:
-        exp = self.entries.get(rec["cell_id"])
-        status = rec["status"]
-        klass = (rec.get("failure") or {}).get("class")
+    def judge(self, rec: CellRecord, update_command: str) -> Verdict:
+        exp = self.entries.get(rec.cell_id)
+        status = rec.status
+        klass = (rec.failure or {}).get("class")
         failed = status not in ("ok", "skipped", "exported")
         if failed:
             if exp and exp.get("status") == status and exp.get("class") in (None, klass):
                 return Verdict(
-                    "xfail", f"known failure: {status} ({klass}): {exp.get('reason') or rec['reason']}"
+                    "xfail", f"known failure: {status} ({klass}): {exp.get('reason') or rec.reason}"
                 )
             if exp:
                 return Verdict(
                     "fail",
                     f"{status} ({klass}) but {self.path.name} expects {exp.get('status')} "
-                    f"({exp.get('class')}): {rec['reason']}\nto accept: {update_command}",
+                    f"({exp.get('class')}): {rec.reason}\nto accept: {update_command}",
                 )
-            return Verdict("fail", f"{status} ({klass}): {rec['reason']}")
+            return Verdict("fail", f"{status} ({klass}): {rec.reason}")
         if exp and status == "ok":
             return Verdict(
                 "xpass",
-                f"XPASS(strict): {rec['cell_id']} now passes but {self.path.name} expects "
+                f"XPASS(strict): {rec.cell_id} now passes but {self.path.name} expects "
                 f"{exp.get('status')} ({exp.get('class')}); update it with:\n  {update_command}",
             )
         return Verdict("pass", "")
 
-    def update(self, records: list[dict]) -> tuple[int, int]:
+    def update(self, records: list[CellRecord]) -> tuple[int, int]:
         """Record the failures of `records` and drop cells that now pass; skipped cells are left as they are."""
         added = removed = 0
         for rec in records:
-            cid, status = rec["cell_id"], rec["status"]
+            cid, status = rec.cell_id, rec.status
             if status in ("ok", "exported"):
                 removed += self.entries.pop(cid, None) is not None
             elif status != "skipped":
-                f = rec.get("failure") or {}
-                new = {"status": status, "class": f.get("class"), "reason": (rec.get("reason") or "")[:200]}
+                f = rec.failure or {}
+                new = {"status": status, "class": f.get("class"), "reason": (rec.reason or "")[:200]}
                 if self.entries.get(cid) != new:
                     added += 1
                 self.entries[cid] = new

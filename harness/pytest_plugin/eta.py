@@ -16,9 +16,11 @@ from typing import Protocol
 
 from harness import backends
 from harness.core.cell import Cell
+from harness.core.record import CellRecord
 from harness.core.results_dir import write_text_atomic
 from harness.execute.config import RunConfig
 from harness.execute.screen import SCREEN_KEEP
+from harness.execute.state import AttemptState
 from harness.execute.usecase import wants_scenarios
 from harness.execute.workload import workload_label
 from harness.plan import estimate as est
@@ -110,13 +112,10 @@ class RunClock:
         )
 
     # -- parts done -----------------------------------------------------------------------------------------------
-    def export_phase_done(self, seconds: float, prepared: dict) -> None:
-        """`prepared`: the runner's attempts after the export phase (cell id -> state with `_prep_s`, `cache_hit`)."""
-        prep = {
-            cid: (round(s.rec.get("_prep_s", 0.0), 2), bool(s.rec.get("cache_hit")))
-            for cid, s in prepared.items()
-            if isinstance(s.rec.get("_prep_s"), float)
-        }
+    def export_phase_done(self, seconds: float, prepared: dict[str, AttemptState]) -> None:
+        """`prepared`: the runner's attempts after the export phase (cell id -> state with its export phase's
+        seconds, `prep_s`, and its record's `cache_hit`)."""
+        prep = {cid: (round(s.prep_s, 2), bool(s.rec.cache_hit)) for cid, s in prepared.items()}
         self.timeline["prep_s"] = prep
         total = sum(v[0] for v in prep.values())
         if total > 0:
@@ -132,12 +131,12 @@ class RunClock:
             self.estimate.done(est.TIMING_PHASE)
             self.say_left("the timing phase")
 
-    def workload_done(self, label: str, seconds: float, records: list[dict]) -> None:
+    def workload_done(self, label: str, seconds: float, records: list[CellRecord]) -> None:
         self.timeline["workload_s"][label] = round(seconds, 2)
         # its share of the timing phase: its timed trials plus its runners' loads and first runs
         self._timing_weights[label] = max(
-            ((r.get("timing") or {}).get("elapsed_s") or 0.0 for r in records), default=0.0
-        ) + sum((r.get("load_s") or 0.0) + (r.get("first_run_ms") or 0.0) / 1000.0 for r in records)
+            ((r.timing or {}).get("elapsed_s") or 0.0 for r in records), default=0.0
+        ) + sum((r.load_s or 0.0) + (r.first_run_ms or 0.0) / 1000.0 for r in records)
         self.estimate.done(label)
         self.pending.discard(label)
         self.say_left(label)

@@ -19,6 +19,7 @@ import pytest
 from harness import threads
 from harness.core import allocator, axes, envinfo, run_claim
 from harness.core.axes import SelectionError
+from harness.core.record import CellRecord
 from harness.core.results_dir import (
     INCOMPLETE_KEY,
     SUPERSEDED_SUFFIX,
@@ -226,12 +227,11 @@ class BenchSession:
         self.expected = ExpectedStatus(Path(opt("expected_file")))
         self.update_command = " ".join(["pytest", *config.invocation_params.args, "--update-expected"])
         self._runner: CellRunner | None = None
-        self.records: list[dict] = []  # every record written (cells, remedies, sweep shapes)
-        self.primary: list[dict] = []  # one per parametrized cell
+        self.records: list[CellRecord] = []  # every record written (cells, remedies, sweep shapes)
+        self.primary: list[CellRecord] = []  # one per parametrized cell
         self.selected: list[PlannedCell] = []  # the cells this session runs (set at collection)
-        self.done: dict[
-            str, list[dict]
-        ] = {}  # records of timed workloads' cells not yet reported by their test
+        #: records of timed workloads' cells not yet reported by their test
+        self.done: dict[str, list[CellRecord]] = {}
         self.prepared = False
         self.t0 = time.perf_counter()
         self.clock: eta.RunClock | None = None  # the remaining-time estimate, from the first cell on
@@ -488,7 +488,7 @@ def _timed_cells(session: BenchSession) -> list[PlannedCell]:
     ]
 
 
-def workload_records(session: BenchSession, planned: PlannedCell) -> list[dict]:
+def workload_records(session: BenchSession, planned: PlannedCell) -> list[CellRecord]:
     """The cell's records: its workload is timed (all its selected cells together) when its first cell's test
     runs; the others' tests then report what was recorded for them.
 
@@ -525,7 +525,7 @@ def workload_records(session: BenchSession, planned: PlannedCell) -> list[dict]:
     return out[cell.id]
 
 
-def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> dict:
+def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> CellRecord:
     """Body of a suite test: run the cell (with its workload), keep its record, map its status to a pytest
     outcome."""
     cell = planned.cell
@@ -544,14 +544,12 @@ def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> dic
     rec = recs[0]
     session.records.extend(recs)
     session.primary.append(rec)
-    replay_rounds(benchmark, rec.get("samples_ms"))
-    benchmark.extra_info.update(cell_id=cell.id, status=rec["status"], weights=rec["weights"])
-    if rec.get("paired"):
-        benchmark.extra_info.update(
-            paired=rec["paired"]["ratio"], paired_reference=rec["paired"]["reference"]
-        )
-    if rec["status"] == "skipped":
-        pytest.skip(rec["reason"])
+    replay_rounds(benchmark, rec.samples_ms)
+    benchmark.extra_info.update(cell_id=cell.id, status=rec.status, weights=rec.weights)
+    if rec.paired:
+        benchmark.extra_info.update(paired=rec.paired["ratio"], paired_reference=rec.paired["reference"])
+    if rec.status == "skipped":
+        pytest.skip(rec.reason)
     verdict = session.expected.judge(rec, session.update_command)
     if session.config.getoption("update_expected"):
         return rec  # the file is rewritten at the end of the session; outcomes follow the new file
@@ -742,25 +740,25 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         return
     tr = terminalreporter
     tr.section("yolo26-bench summary")
-    width = max(len(r["cell_id"]) for r in session.records)
+    width = max(len(r.cell_id) for r in session.records)
     tr.write_line(
         f"{'cell':<{width}}  {'status':<14} {'p50 ms':>9} {'95% CI':>17} {'rounds':>6} {'vs ref':>7}  reason"
     )
     for r in session.records:
-        lat = r.get("latency_ms") or {}
-        p50 = f"{lat['p50']:.2f}" if lat else "-"
-        ci = lat.get("p50_ci")
+        lat = r.latency_ms
+        p50 = f"{lat.p50:.2f}" if lat else "-"
+        ci = lat.p50_ci if lat else None
         ci_text = f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "-"
-        rounds = str(lat.get("rounds", "-")) + ("!" if lat.get("unstable") else "")
-        ratio = (r.get("paired") or {}).get("ratio")
+        rounds = (str(lat.rounds) if lat else "-") + ("!" if lat and lat.unstable else "")
+        ratio = (r.paired or {}).get("ratio")
         vs = f"{ratio:.3f}" if isinstance(ratio, float) else "-"
-        reason = (r.get("reason") or "")[:80]
+        reason = (r.reason or "")[:80]
         tr.write_line(
-            f"{r['cell_id']:<{width}}  {r['status']:<14} {p50:>9} {ci_text:>17} {rounds:>6} {vs:>7}  {reason}"
+            f"{r.cell_id:<{width}}  {r.status:<14} {p50:>9} {ci_text:>17} {rounds:>6} {vs:>7}  {reason}"
         )
     counts: dict[str, int] = {}
     for r in session.records:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
+        counts[r.status] = counts.get(r.status, 0) + 1
     tr.write_line(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     tr.write_line(f"records: {session.run_config.run_dir / 'cells.jsonl'}")
     if incomplete:  # interrupted or stopped: the history and the report would read a partial run as whole

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from harness.core.record import CellRecord
 from harness.report.load import number
 
 log = logging.getLogger(__name__)
@@ -71,9 +72,9 @@ class Accuracy:
         }
 
 
-def _basis(rec: dict) -> str:
+def _basis(rec: CellRecord) -> str:
     """What a measured mAP rests on: stand-in, random-init or the user's weights, and how many images."""
-    weights = str(rec.get("weights") or "")
+    weights = str(rec.weights or "")
     kind = (
         "stand-in weights"
         if weights.startswith("standin")
@@ -81,53 +82,53 @@ def _basis(rec: dict) -> str:
         if weights.startswith("random-init")
         else "the run's weights"
     )
-    images = number(rec, "accuracy.images")
+    images = number(rec.accuracy, "images")
     return f"with {kind}" + (f" on {int(images)} val images" if images else "")
 
 
-def published_map(rec: dict) -> float | None:
+def published_map(rec: CellRecord) -> float | None:
     """The published COCO mAP50-95 of the record's model size at 640 (detect only), or None."""
-    if rec.get("task") != "detect":
+    if rec.task != "detect":
         return None
-    return PUBLISHED_MAP_640.get(str(rec.get("head")), {}).get(str(rec.get("size")))
+    return PUBLISHED_MAP_640.get(str(rec.head), {}).get(str(rec.size))
 
 
-def _is_reference_shape(rec: dict) -> bool:
-    return rec.get("height") == REFERENCE_SIDE and rec.get("width") == REFERENCE_SIDE
+def _is_reference_shape(rec: CellRecord) -> bool:
+    return rec.height == REFERENCE_SIDE and rec.width == REFERENCE_SIDE
 
 
-def _shape(rec: dict) -> str:
-    h, w = rec.get("height"), rec.get("width")
+def _shape(rec: CellRecord) -> str:
+    h, w = rec.height, rec.width
     return str(h) if h == w else f"{h}x{w}"
 
 
-def reference_map_640(rec: dict, cells: list[dict]) -> float | None:
+def reference_map_640(rec: CellRecord, cells: list[CellRecord]) -> float | None:
     """The measured fp32 mAP50-95 of the same model (size, task, head) at 640 on the same images: the reference a
     smaller shape's accuracy is compared with."""
     for other in cells:
         if (
-            other.get("status") == "ok"
-            and all(other.get(k) == rec.get(k) for k in ("size", "task", "head"))
+            other.status == "ok"
+            and (other.size, other.task, other.head) == (rec.size, rec.task, rec.head)
             and _is_reference_shape(other)
-            and not other.get("dynamic")
+            and not other.dynamic
         ):
-            ref = number(other, "accuracy.reference_map50_95")
+            ref = number(other.accuracy, "reference_map50_95")
             if ref is not None:
                 return ref
     return None
 
 
-def accuracy_of(rec: dict, cells: list[dict]) -> Accuracy:
+def accuracy_of(rec: CellRecord, cells: list[CellRecord]) -> Accuracy:
     """What is known of `rec`'s accuracy, `cells` being the machine's cells (for the 640 reference)."""
-    measured = number(rec, "accuracy.map50_95")
-    ratio = number(rec, "accuracy.ratio")
-    precision = str(rec.get("precision_requested"))
+    measured = number(rec.accuracy, "map50_95")
+    ratio = number(rec.accuracy, "ratio")
+    precision = str(rec.precision_requested)
     published = published_map(rec)
     at_640 = _is_reference_shape(rec)
     shape_ratio = None
     costs = []
     if not at_640:
-        here, ref = number(rec, "accuracy.reference_map50_95"), reference_map_640(rec, cells)
+        here, ref = number(rec.accuracy, "reference_map50_95"), reference_map_640(rec, cells)
         if here is not None and ref:
             shape_ratio = here / ref
             costs.append(f"640→{_shape(rec)}: {shape_ratio:.3f}× the 640 mAP (measured, fp32 reference)")
@@ -140,9 +141,10 @@ def accuracy_of(rec: dict, cells: list[dict]) -> Accuracy:
             costs.append(f"fp32→{precision}: accuracy cost not known (not scored)")
     cost = "; ".join(costs)
     prec_factor = 1.0 if precision == "fp32" else ratio
+    shape_factor = 1.0 if at_640 else shape_ratio
     coco = None
-    if published is not None and prec_factor is not None and (at_640 or shape_ratio is not None):
-        coco = published * prec_factor * (shape_ratio if not at_640 else 1.0)
+    if published is not None and prec_factor is not None and shape_factor is not None:
+        coco = published * prec_factor * shape_factor
     if measured is not None:
         return Accuracy(measured, MEASURED, ratio, shape_ratio, coco, cost, basis=_basis(rec))
     if published is not None and at_640 and precision == "fp32":

@@ -16,10 +16,11 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from harness.core.record import CellRecord, Latency
 from harness.measure.stats import Interval
 from harness.report.accuracy_known import Accuracy, accuracy_of
 from harness.report.index import RunIndex, export_only_backends
-from harness.report.load import number
+from harness.report.load import finite, number
 from harness.report.scenarios import percentile_label, result, span
 
 log = logging.getLogger(__name__)
@@ -45,49 +46,48 @@ class Candidate:
     """One measured configuration on one machine."""
 
     idx: RunIndex
-    rec: dict
+    rec: CellRecord
     accuracy: Accuracy
 
     @property
     def shape(self) -> str:
-        h, w = self.rec.get("height"), self.rec.get("width")
+        h, w = self.rec.height, self.rec.width
         return str(h) if h == w else f"{h}x{w}"
 
     @property
     def min_side(self) -> int:
-        return min(int(self.rec.get("height") or 0), int(self.rec.get("width") or 0))
+        return min(int(self.rec.height or 0), int(self.rec.width or 0))
 
     def config(self) -> dict:
         """The configuration, as decision.json names it."""
         r = self.rec
         return {
-            "model": f"yolo26{r.get('size')}",
-            "size": r.get("size"),
-            "task": r.get("task"),
-            "head": r.get("head"),
+            "model": f"yolo26{r.size}",
+            "size": r.size,
+            "task": r.task,
+            "head": r.head,
             "shape": self.shape,
-            "precision": r.get("precision_requested"),
-            "backend": r.get("backend"),
-            "device": r.get("device"),
-            "batch": r.get("batch"),
-            "cell_id": r.get("cell_id"),
+            "precision": r.precision_requested,
+            "backend": r.backend,
+            "device": r.device,
+            "batch": r.batch,
+            "cell_id": r.cell_id,
         }
 
     def label(self) -> str:
         r = self.rec
-        return (
-            f"yolo26{r.get('size')} {self.shape} {r.get('precision_requested')} · {r.get('backend')}/"
-            f"{r.get('device')}" + (f" · batch {r.get('batch')}" if r.get("batch") != 1 else "")
+        return f"yolo26{r.size} {self.shape} {r.precision_requested} · {r.backend}/{r.device}" + (
+            f" · batch {r.batch}" if r.batch != 1 else ""
         )
 
     def short(self) -> str:
         """The configuration less its backend and device (said beside it)."""
         r = self.rec
-        batch = f" batch {r.get('batch')}" if r.get("batch") != 1 else ""
-        return f"yolo26{r.get('size')} {self.shape} {r.get('precision_requested')}{batch}"
+        batch = f" batch {r.batch}" if r.batch != 1 else ""
+        return f"yolo26{r.size} {self.shape} {r.precision_requested}{batch}"
 
     def memory_mib(self) -> float | None:
-        return number(self.rec, "memory.host_peak_rss_mib")
+        return finite(self.rec.memory.host_peak_rss_mib) if self.rec.memory else None
 
 
 def candidates(idx: RunIndex) -> list[Candidate]:
@@ -97,10 +97,7 @@ def candidates(idx: RunIndex) -> list[Candidate]:
     return [
         Candidate(idx, r, accuracy_of(r, cells))
         for r in cells
-        if r.get("status") == "ok"
-        and r.get("backend") not in export_only_backends()
-        and r.get("height")
-        and r.get("width")
+        if r.status == "ok" and r.backend not in export_only_backends() and r.height and r.width
     ]
 
 
@@ -121,25 +118,32 @@ def _scaled(iv: Interval | None, p50: float, value: float) -> Interval | None:
     return Interval(value * p50 / iv.hi, value * p50 / iv.lo)
 
 
-def e2e_p50_interval(rec: dict) -> Interval | None:
-    ci = (
-        (rec.get("latency_e2e_ms") or {}).get("p50_ci")
-        if isinstance(rec.get("latency_e2e_ms"), dict)
-        else None
-    )
+def stat(section: Latency | None, name: str) -> float | None:
+    """One figure of a latency section (`p50`, `p99`, `max`, `rounds`, ...) as a finite float, or None when the
+    section or the figure is absent, null or not finite."""
+    return finite(getattr(section, name)) if section is not None else None
+
+
+def e2e(rec: CellRecord, name: str) -> float | None:
+    """One figure of the record's end-to-end latency (`e2e(rec, "p99")`), or None."""
+    return stat(rec.latency_e2e_ms, name)
+
+
+def e2e_p50_interval(rec: CellRecord) -> Interval | None:
+    ci = rec.latency_e2e_ms.p50_ci if rec.latency_e2e_ms else None
     if isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, int | float) for v in ci):
         return Interval(float(ci[0]), float(ci[1]))
     return None
 
 
 # -- camera --------------------------------------------------------------------------------------------------------
-def camera_figure(rec: dict) -> Figure | None:
+def camera_figure(rec: CellRecord) -> Figure | None:
     """The e2e p99 at batch 1: the single-stream scenario's, else screened from `latency_e2e_ms` (its p99 where
     recorded, else its slowest round, which a p99 of that many rounds cannot exceed)."""
     res = result(rec, "single-stream")
-    e2e = rec.get("latency_e2e_ms") if isinstance(rec.get("latency_e2e_ms"), dict) else {}
-    low = number(e2e, "p90") or number(e2e, "p50")
-    worst = number(e2e, "max")
+    lat = rec.latency_e2e_ms
+    low = stat(lat, "p90") or stat(lat, "p50")
+    worst = stat(lat, "max")
     ranged = "the range the p99 lies in: the e2e p90 (p50 when p90 is not recorded) to the slowest round"
     p99 = number(res or {}, "p99")
     if p99 is not None:
@@ -158,10 +162,10 @@ def camera_figure(rec: dict) -> Figure | None:
             iv, how = Interval(low, worst), ranged + " (no p99 interval recorded with the result)"
         return Figure(p99, iv, f"e2e p99 {fmt(p99)} ms", how if iv else "no interval recorded", SCENARIO,
                       "single-stream result")  # fmt: skip
-    if not e2e:
+    if lat is None:
         return None
-    rounds = int(number(e2e, "rounds") or 0)
-    p99 = number(e2e, "p99")
+    rounds = int(stat(lat, "rounds") or 0)
+    p99 = stat(lat, "p99")
     if p99 is not None:  # enough rounds for a p99 of the end-to-end timing itself
         iv = Interval(low, worst) if low is not None and worst is not None and low <= p99 <= worst else None
         note = "screened: no single-stream result; the e2e p99 of the record's end-to-end timing"
@@ -174,14 +178,14 @@ def camera_figure(rec: dict) -> Figure | None:
 
 
 # -- rates (server, offline): screened from the e2e p50, scaled by what the machine measured ---------------------
-def _back_to_back(rec: dict) -> float | None:
-    p50, batch = number(rec, "latency_e2e_ms.p50"), rec.get("batch")
+def _back_to_back(rec: CellRecord) -> float | None:
+    p50, batch = e2e(rec, "p50"), rec.batch
     if not p50 or not isinstance(batch, int):
         return None
     return batch * 1000.0 / p50
 
 
-def screen_factor(cells: list[dict], scenario: str) -> tuple[float, str]:
+def screen_factor(cells: list[CellRecord], scenario: str) -> tuple[float, str]:
     """The median, over the machine's cells measured under `scenario`, of its rate over the back-to-back rate of
     the cell's e2e p50: how a screen turns an e2e p50 into the scenario's rate on this machine (1.0, said so,
     when no cell has both)."""
@@ -199,19 +203,19 @@ def screen_factor(cells: list[dict], scenario: str) -> tuple[float, str]:
     )
 
 
-def _rate_screen(rec: dict, factor: tuple[float, str], unit: str, what: str) -> Figure | None:
+def _rate_screen(rec: CellRecord, factor: tuple[float, str], unit: str, what: str) -> Figure | None:
     b2b = _back_to_back(rec)
     if b2b is None:
         return None
     value = b2b * factor[0]
-    p50 = number(rec, "latency_e2e_ms.p50") or 0.0
+    p50 = e2e(rec, "p50") or 0.0
     iv = _scaled(e2e_p50_interval(rec), p50, value)
     how = "derived from the e2e p50's 95% interval (a rate is inversely proportional to it)"
     note = f"screened: no {what} result; estimated as {factor[1]}"
     return Figure(value, iv, f"{fmt(value)} {unit} (screen)", how, SCREEN, note)
 
 
-def server_figure(rec: dict, bound_ms: float | None, factor: tuple[float, str]) -> Figure | None:
+def server_figure(rec: CellRecord, bound_ms: float | None, factor: tuple[float, str]) -> Figure | None:
     """The highest rate served with its latency percentile (p90 under LoadGen's short durations, p99 under MLPerf's)
     within `bound_ms`: the server scenario's (re-decided from the rates it
     tried when the bound differs from the one it ran under), else screened from the e2e p50."""
@@ -226,9 +230,9 @@ def server_figure(rec: dict, bound_ms: float | None, factor: tuple[float, str]) 
             text = f"{fmt(value)} q/s at {percentile_label(res)} ≤ {bound} ms"
             return Figure(value, iv, text, how, SCENARIO, "server scenario")
         return _redecided(res, bound_ms)
-    worst = number(rec, "latency_e2e_ms.p99") or number(rec, "latency_e2e_ms.max")
+    worst = e2e(rec, "p99") or e2e(rec, "max")
     if worst is not None and bound_ms is not None and worst > bound_ms:  # over the bound even with no queue
-        said = "e2e p99" if number(rec, "latency_e2e_ms.p99") is not None else "slowest e2e round"
+        said = "e2e p99" if e2e(rec, "p99") is not None else "slowest e2e round"
         text = f"{said} {fmt(worst)} ms over the {fmt(bound_ms)} ms bound with no queueing (screen)"
         note = "screened: no server result; its end-to-end timing alone exceeds the bound"
         return Figure(0.0, None, text, "no rate: the bound fails before any load", SCREEN, note)
@@ -244,18 +248,17 @@ def server_figure(rec: dict, bound_ms: float | None, factor: tuple[float, str]) 
 def _redecided(res: dict, bound_ms: float) -> Figure:
     # each rate's latency at the percentile the scenario judged it at (`target_ms`: LoadGen's p90 under the short
     # durations); records from before LoadGen have only the p99
-    tried = [
-        (
-            number(t, "rate"),
-            number(t, "target_ms") if number(t, "target_ms") is not None else number(t, "p99_ms"),
-        )
-        for t in res.get("tried") or []
-        if isinstance(t, dict) and number(t, "rate") is not None
-    ]
-    tried = [(r, p) for r, p in tried if p is not None]
-    passing = [r for r, p in tried if p <= bound_ms]  # type: ignore[operator]
+    tried: list[tuple[float, float]] = []
+    for t in res.get("tried") or []:
+        if not isinstance(t, dict):
+            continue
+        rate, target = number(t, "rate"), number(t, "target_ms")
+        at = target if target is not None else number(t, "p99_ms")
+        if rate is not None and at is not None:
+            tried.append((rate, at))
+    passing = [r for r, p in tried if p <= bound_ms]
     value = max(passing) if passing else 0.0
-    failing = [r for r, p in tried if p > bound_ms and r > value]  # type: ignore[operator]
+    failing = [r for r, p in tried if p > bound_ms and r > value]
     iv = Interval(value, min(failing) if failing else math.inf) if passing else None
     how = f"re-decided from the {len(tried)} rates the server scenario tried: last passing to first failing"
     label = percentile_label(res)
@@ -263,7 +266,7 @@ def _redecided(res: dict, bound_ms: float) -> Figure:
     return Figure(value, iv, f"{fmt(value)} q/s at {label} ≤ {fmt(bound_ms)} ms", how, SCENARIO, note)
 
 
-def offline_figure(rec: dict, factor: tuple[float, str]) -> Figure | None:
+def offline_figure(rec: CellRecord, factor: tuple[float, str]) -> Figure | None:
     """Images/s offline: the offline scenario's, with its per-slice interval where recorded (else the e2e p50's
     interval applied to it), else screened from the e2e p50."""
     res = result(rec, "offline")
@@ -272,7 +275,7 @@ def offline_figure(rec: dict, factor: tuple[float, str]) -> Figure | None:
         iv = span(res, "ips_interval")
         how = "95% interval of the per-slice images/s"
         if iv is None:
-            p50 = number(rec, "latency_e2e_ms.p50") or 0.0
+            p50 = e2e(rec, "p50") or 0.0
             iv = _scaled(e2e_p50_interval(rec), p50, value)
             how = "derived from the e2e p50's 95% interval (no per-slice rates recorded; relative width applied)"
         b, c = number(res or {}, "batch"), number(res or {}, "concurrency")

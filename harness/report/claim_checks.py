@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.record import OPTIONAL_FIELDS, RECORD_FIELDS, CellRecord
+from harness.core.record_codec import section_items
 from harness.core.results_dir import dig
 from harness.report import hardware, paired
 from harness.report.fmt import fmt_num
 from harness.report.index import RunIndex, workload_key
-from harness.report.load import is_failed, number
+from harness.report.load import finite, is_failed, number, p50
 from harness.report.matrix import machine_label, row_label, short
 
 log = logging.getLogger(__name__)
@@ -45,7 +47,7 @@ class Claim:
     untestable: str = ""
 
 
-Cand = tuple[RunIndex, dict]
+Cand = tuple[RunIndex, CellRecord]
 
 
 @dataclass(frozen=True)
@@ -83,22 +85,22 @@ def check(name: str):
     return register
 
 
-def say(idx: RunIndex, rec: dict, indexes: list[RunIndex]) -> str:
+def say(idx: RunIndex, rec: CellRecord, indexes: list[RunIndex]) -> str:
     """One record as evidence: the cell, where it ran (when several runs render), and its outcome."""
-    where = str(rec.get("cell_id"))
+    where = rec.cell_id
     if len(indexes) > 1:
         where += f" on {machine_label(idx, indexes)}"
-    status = rec.get("status")
+    status = rec.status
     if status == "ok":
-        p50 = number(rec, "latency_ms.p50")
-        return f"{where}: ok" + (f", p50 {fmt_num(p50)} ms" if p50 is not None else "")
+        rec_p50 = p50(rec)
+        return f"{where}: ok" + (f", p50 {fmt_num(rec_p50)} ms" if rec_p50 is not None else "")
     if is_failed(rec):
         cls, msg = (
-            dig(rec, "failure.class") or "unknown",
-            dig(rec, "failure.message") or rec.get("reason") or "",
+            dig(rec.failure, "class") or "unknown",
+            dig(rec.failure, "message") or rec.reason or "",
         )
         remedy = idx.working_remedy(rec)
-        works = f"; works via {remedy.get('remedy')}" if remedy is not None else ""
+        works = f"; works via {remedy.remedy}" if remedy is not None else ""
         return f"{where}: {status} ({cls}: {short(msg, 140)}{works})"
     return f"{where}: {status}"
 
@@ -108,30 +110,32 @@ def listing(cands: list[Cand], indexes: list[RunIndex]) -> str:
     return said + (f"; and {len(cands) - MAX_EVIDENCE} more" if len(cands) > MAX_EVIDENCE else "")
 
 
-def point(idx: RunIndex, rec: dict, indexes: list[RunIndex], agrees: bool | None, said: str = "") -> Point:
+def point(
+    idx: RunIndex, rec: CellRecord, indexes: list[RunIndex], agrees: bool | None, said: str = ""
+) -> Point:
     return Point(((idx, rec),), agrees, said or say(idx, rec, indexes))
 
 
 def ran(matched: list[Cand]) -> list[Cand]:
-    return [(i, r) for i, r in matched if r.get("status") != "skipped"]
+    return [(i, r) for i, r in matched if r.status != "skipped"]
 
 
 def absent(claim: Claim, matched: list[Cand], indexes: list[RunIndex] | None = None) -> Outcome:
     """Not measurable: say whether nothing matched, everything was skipped, or what ran gave no usable value."""
-    skipped = [(i, r) for i, r in matched if r.get("status") == "skipped"]
+    skipped = [(i, r) for i, r in matched if r.status == "skipped"]
     done = ran(matched)
     if done and indexes is not None:
         why = f"the matching cells give no value to judge by: {listing(done, indexes)}"
     elif skipped:
-        reasons = sorted({str(r.get("reason") or "no reason recorded") for _, r in skipped})
+        reasons = sorted({r.reason or "no reason recorded" for _, r in skipped})
         why = f"the {len(skipped)} matching cells were skipped ({'; '.join(short(x, 100) for x in reasons[:2])})"
     else:
         why = "no matching cell in this run"
     return Outcome(verdict=UNMEASURABLE, evidence=f"{why}; {claim.unmeasurable}", cands=done or skipped)
 
 
-def _mentions(rec: dict, words: list[str]) -> bool:
-    failure = rec.get("failure") if isinstance(rec.get("failure"), dict) else {}
+def _mentions(rec: CellRecord, words: list[str]) -> bool:
+    failure = rec.failure if isinstance(rec.failure, dict) else {}
     hay = " ".join(
         str(x)
         for x in (failure.get("class"), failure.get("message"), failure.get("ops"), failure.get("guards"))
@@ -151,9 +155,9 @@ def _fails(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcom
     expect = claim.params.get("expect_any")
     points = []
     for i, r in done:
-        if r.get("status") in refute:
+        if r.status in refute:
             points.append(point(i, r, indexes, False))
-        elif not is_failed(r) or dig(r, "failure.class") in inconclusive:
+        elif not is_failed(r) or dig(r.failure, "class") in inconclusive:
             points.append(
                 point(i, r, indexes, None, f"{say(i, r, indexes)} (did not get far enough to tell)")
             )
@@ -172,7 +176,7 @@ def _succeeds(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Out
     if not done:
         return absent(claim, matched, indexes)
     allowed = claim.params.get("allow_statuses", ["ok"])
-    return Outcome([point(i, r, indexes, r.get("status") in allowed) for i, r in done])
+    return Outcome([point(i, r, indexes, r.status in allowed) for i, r in done])
 
 
 @check("any_succeeds")
@@ -181,31 +185,31 @@ def _any_succeeds(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) ->
     done = ran(matched)
     if not done:
         return absent(claim, matched, indexes)
-    return Outcome([point(i, r, indexes, r.get("status") == "ok") for i, r in done], any_of=True)
+    return Outcome([point(i, r, indexes, r.status == "ok") for i, r in done], any_of=True)
 
 
 @check("latency_range")
 def _latency_range(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
     """Each ok cell's p50 inside the claimed range (widened by `tolerance_pct`) agrees, outside disagrees."""
-    ok = [(i, r) for i, r in matched if r.get("status") == "ok" and number(r, "latency_ms.p50") is not None]
+    ok = [(i, r) for i, r in matched if r.status == "ok" and p50(r) is not None]
     if not ok:
         return absent(claim, matched, indexes)
     tol = float(claim.params.get("tolerance_pct", 0)) / 100.0
     lo, hi = float(claim.params["lo_ms"]) * (1 - tol), float(claim.params["hi_ms"]) * (1 + tol)
-    points = [point(i, r, indexes, lo <= (number(r, "latency_ms.p50") or 0) <= hi) for i, r in ok]
+    points = [point(i, r, indexes, lo <= (p50(r) or 0) <= hi) for i, r in ok]
     return Outcome(points, note=f"range {fmt_num(lo)}-{fmt_num(hi)} ms with the claim's margin")
 
 
-def _baseline_for(idx: RunIndex, rec: dict, baseline: str) -> dict | None:
+def _baseline_for(idx: RunIndex, rec: CellRecord, baseline: str) -> CellRecord | None:
     return next(
         (
             b
             for b in idx.cells
-            if b.get("backend") == baseline
-            and b.get("status") == "ok"
-            and b.get("device") == rec.get("device")
+            if b.backend == baseline
+            and b.status == "ok"
+            and b.device == rec.device
             and workload_key(b) == workload_key(rec)
-            and number(b, "latency_ms.p50")
+            and p50(b)
         ),
         None,
     )
@@ -219,8 +223,8 @@ def _speedup_range(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -
     lo, hi = float(claim.params.get("lo", 0)), claim.params.get("hi")
     points, seen = [], []
     for idx, rec in matched:
-        p50 = number(rec, "latency_ms.p50")
-        if rec.get("status") != "ok" or p50 is None or p50 <= 0:
+        rec_p50 = p50(rec)
+        if rec.status != "ok" or rec_p50 is None or rec_p50 <= 0:
             continue
         seen.append((idx, rec))
         base = _baseline_for(idx, rec, baseline)
@@ -232,7 +236,7 @@ def _speedup_range(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -
         s = 1.0 / r.value
         inside = lo <= s and (hi is None or s <= float(hi))
         how = "paired, interleaved" if r.paired else "separate p50s"
-        said = f"{rec.get('cell_id')}: {fmt_num(s)}× vs {baseline} ({how}; p50 {fmt_num(p50)} ms)"
+        said = f"{rec.cell_id}: {fmt_num(s)}× vs {baseline} ({how}; p50 {fmt_num(rec_p50)} ms)"
         points.append(Point(((idx, rec), (idx, base)), inside, said))
     if not points:
         if not seen:
@@ -249,7 +253,7 @@ def _speedup_range(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -
 @check("message_absent")
 def _message_absent(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
     """Each attempt that got past a missing device or package: failing with one of `patterns` disagrees."""
-    done = [(i, r) for i, r in ran(matched) if dig(r, "failure.class") not in DEFAULT_INCONCLUSIVE]
+    done = [(i, r) for i, r in ran(matched) if dig(r.failure, "class") not in DEFAULT_INCONCLUSIVE]
     if not done:
         return absent(claim, matched, indexes)
     return Outcome([point(i, r, indexes, not _mentions(r, claim.params["patterns"])) for i, r in done])
@@ -258,45 +262,57 @@ def _message_absent(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) 
 @check("runs_if_exported")
 def _runs_if_exported(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
     """Existence: an artifact that exported and then ran ok confirms; artifacts that exported and failed refute."""
-    past = [(i, r) for i, r in ran(matched) if r.get("status") not in ("export_failed", "exported")]
+    past = [(i, r) for i, r in ran(matched) if r.status not in ("export_failed", "exported")]
     if not past:
         why = "no matching artifact got past export" if ran(matched) else "no matching cell in this run"
         return Outcome(verdict=UNMEASURABLE, evidence=f"{why}; {claim.unmeasurable}", cands=ran(matched))
-    return Outcome([point(i, r, indexes, r.get("status") == "ok") for i, r in past], any_of=True)
+    return Outcome([point(i, r, indexes, r.status == "ok") for i, r in past], any_of=True)
 
 
-def _fallback_text(rec: dict) -> str:
-    fb = int(number(rec, "ops.fallback") or 0)
-    return f"{rec.get('cell_id')}: {fb} of {int((number(rec, 'ops.delegated') or 0) + fb)} ops not delegated"
+def _fallback_text(rec: CellRecord) -> str:
+    fb = int(number(rec.ops, "fallback") or 0)
+    return f"{rec.cell_id}: {fb} of {int((number(rec.ops, 'delegated') or 0) + fb)} ops not delegated"
 
 
 @check("fallback_present")
 def _fallback_present(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
     """Existence ("some ops may fall back"): one artifact with operators left undelegated confirms."""
-    counted = [(i, r) for i, r in matched if number(r, "ops.fallback") is not None]
+    counted = [(i, r) for i, r in matched if number(r.ops, "fallback") is not None]
     if not counted:
         return absent(claim, matched, indexes)
     points = [
-        point(i, r, indexes, (number(r, "ops.fallback") or 0) > 0, _fallback_text(r)) for i, r in counted
+        point(i, r, indexes, (number(r.ops, "fallback") or 0) > 0, _fallback_text(r)) for i, r in counted
     ]
     return Outcome(points, any_of=True)
 
 
-def _groups(matched: list[Cand], path: str, uncached: bool = False) -> dict[tuple, list[tuple[Cand, float]]]:
+def figure(rec: CellRecord, path: str) -> float | None:
+    """The number at a dotted path that claims.yaml names (`compile_s`, `latency_ms.p99`, `accuracy.ratio`), or
+    None when the record has none there (absent, null, boolean or not a finite number)."""
+    name, _, rest = path.partition(".")
+    value = getattr(rec, name) if name in RECORD_FIELDS or name in OPTIONAL_FIELDS else None
+    if rest:
+        value = dig(dict(section_items(value)), rest)
+    return finite(value)
+
+
+def _groups(
+    matched: list[Cand], read: Callable[[CellRecord], object], uncached: bool = False
+) -> dict[tuple, list[tuple[Cand, float]]]:
     groups: dict[tuple, list[tuple[Cand, float]]] = {}
     for i, r in matched:
-        v = number(r, path)
-        if v is None or (uncached and r.get("cache_hit")):
+        v = finite(read(r))
+        if v is None or (uncached and r.cache_hit):
             continue
         # Artifacts for different targets of one workload compare with each other, whatever device they name.
         groups.setdefault((i.position, *workload_key(r)), []).append(((i, r), v))
-    return {k: v for k, v in groups.items() if len({c[0][1].get("backend") for c in v}) >= 2}
+    return {k: v for k, v in groups.items() if len({c[0][1].backend for c in v}) >= 2}
 
 
 @check("size_spread")
 def _size_spread(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
     """Each workload with artifacts of two or more backends: a size spread within `max_spread_pct` agrees."""
-    groups = _groups(matched, "artifact_bytes")
+    groups = _groups(matched, lambda r: r.artifact_bytes)
     if not groups:
         return absent(claim, matched, indexes)
     limit = float(claim.params.get("max_spread_pct", 10))
@@ -304,7 +320,7 @@ def _size_spread(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> 
     for members in groups.values():
         lo, hi = min(v for _, v in members), max(v for _, v in members)
         spread = (hi / lo - 1) * 100 if lo > 0 else float("inf")
-        said = ", ".join(f"{c[1].get('backend')} {fmt_num(v / 1e6)} MB" for c, v in members)
+        said = ", ".join(f"{c[1].backend} {fmt_num(v / 1e6)} MB" for c, v in members)
         points.append(
             Point(tuple(c for c, _ in members), spread <= limit, f"{said} (spread {fmt_num(spread)}%)")
         )
@@ -317,18 +333,16 @@ def _fastest_export(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) 
     winner = claim.params["winner"]
     groups = {
         k: v
-        for k, v in _groups(matched, "export_s", uncached=True).items()
-        if any(c[1].get("backend") == winner for c, _ in v)
+        for k, v in _groups(matched, lambda r: r.export_s, uncached=True).items()
+        if any(c[1].backend == winner for c, _ in v)
     }
     if not groups:
         return absent(claim, matched, indexes)
     points = []
     for members in groups.values():
         members = sorted(members, key=lambda m: m[1])
-        said = "export times (uncached): " + ", ".join(
-            f"{c[1].get('backend')} {fmt_num(v)} s" for c, v in members
-        )
-        points.append(Point(tuple(c for c, _ in members), members[0][0][1].get("backend") == winner, said))
+        said = "export times (uncached): " + ", ".join(f"{c[1].backend} {fmt_num(v)} s" for c, v in members)
+        points.append(Point(tuple(c for c, _ in members), members[0][0][1].backend == winner, said))
     return Outcome(points)
 
 
@@ -336,11 +350,11 @@ def _fastest_export(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) 
 def _field_min(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
     """Each record with the field: a value of at least `min` agrees."""
     path, least, unit = claim.params["field"], float(claim.params["min"]), claim.params.get("unit", "")
-    have = [(i, r, number(r, path)) for i, r in matched if number(r, path) is not None]
+    have = [(i, r, figure(r, path)) for i, r in matched if figure(r, path) is not None]
     if not have:
         return absent(claim, matched, indexes)
     points = [
-        point(i, r, indexes, (v or 0) >= least, f"{r.get('cell_id')}: {path} {fmt_num(v or 0)} {unit}")
+        point(i, r, indexes, (v or 0) >= least, f"{r.cell_id}: {path} {fmt_num(v or 0)} {unit}")
         for i, r, v in have
     ]
     return Outcome(points, note=f"claimed at least {fmt_num(least)} {unit}")
@@ -351,17 +365,17 @@ def _dynamic_works(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -
     """The plain dynamic artifact exported and ran at every swept size that is a multiple of `multiple_of`;
     other sizes are reported but judged by their own claim (YOLO needs multiples of 32)."""
     m = int(claim.params.get("multiple_of", 32))
-    done = [(i, r) for i, r in ran(matched) if not r.get("remedy")]
-    probes = [(i, r) for i, r in done if not r.get("height")]
-    sweeps = [(i, r) for i, r in done if r.get("height")]
+    done = [(i, r) for i, r in ran(matched) if not r.remedy]
+    probes = [(i, r) for i, r in done if not r.height]
+    sweeps = [(i, r) for i, r in done if r.height]
     if not probes and not sweeps:
         return absent(claim, matched, indexes)
     failed_export = [
         point(i, r, indexes, False, f"the dynamic export failed: {say(i, r, indexes)}")
         for i, r in probes
-        if r.get("status") == "export_failed"
+        if r.status == "export_failed"
     ]
-    judged = [(i, r) for i, r in sweeps if r["height"] % m == 0 and (r.get("width") or 0) % m == 0]
+    judged = [(i, r) for i, r in sweeps if (r.height or 0) % m == 0 and (r.width or 0) % m == 0]
     aside = [(i, r) for i, r in sweeps if (i, r) not in judged]
     note = f"not judged here, not a multiple of {m}: {listing(aside, indexes)}" if aside else ""
     if not judged and not failed_export:
@@ -370,11 +384,11 @@ def _dynamic_works(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -
             evidence=f"no size that is a multiple of {m} was swept; {claim.unmeasurable}",
             cands=sweeps,
         )
-    points = failed_export + [point(i, r, indexes, r.get("status") == "ok") for i, r in judged]
+    points = failed_export + [point(i, r, indexes, r.status == "ok") for i, r in judged]
     return Outcome(points, note=note)
 
 
-def _relation(fast: dict, other: dict) -> str:
+def _relation(fast: CellRecord, other: CellRecord) -> str:
     """`faster`, `slower` or `tied` for `fast` against `other`: from their paired ratio's 95% interval when they
     were timed together (it holds 1: tied), else from their p50 confidence intervals (overlap: tied); `unknown`
     when either has too few rounds for an interval."""
@@ -399,10 +413,10 @@ def _vendor_contrast(claim: Claim, matched: list[Cand], indexes: list[RunIndex])
     points, unknown_vendor = [], []
     for idx in indexes:
         vendor = hardware.cpu_vendor(idx.run)
-        mine = [r for i, r in matched if i is idx and r.get("status") == "ok"]
-        for rec in (r for r in mine if r.get("backend") == fast):
+        mine = [r for i, r in matched if i is idx and r.status == "ok"]
+        for rec in (r for r in mine if r.backend == fast):
             peer = next(
-                (r for r in mine if r.get("backend") == other and workload_key(r) == workload_key(rec)), None
+                (r for r in mine if r.backend == other and workload_key(r) == workload_key(rec)), None
             )
             if peer is None:
                 continue
@@ -412,8 +426,8 @@ def _vendor_contrast(claim: Claim, matched: list[Cand], indexes: list[RunIndex])
             rel = _relation(rec, peer)
             where = f"{hardware.cpu_model(idx.run)} ({hardware.VENDOR_NAMES[vendor]})"
             said = (
-                f"{row_label(workload_key(rec)[:5])} on {where}: {fast} p50 {fmt_num(number(rec, 'latency_ms.p50') or 0)}"
-                f" ms vs {other} {fmt_num(number(peer, 'latency_ms.p50') or 0)} ms ({fast} {rel})"
+                f"{row_label(workload_key(rec)[:5])} on {where}: {fast} p50 {fmt_num(p50(rec) or 0)}"
+                f" ms vs {other} {fmt_num(p50(peer) or 0)} ms ({fast} {rel})"
             )
             agrees = None if rel == "unknown" else (rel == "faster") == (vendor in benefit)
             points.append(Point(((idx, rec), (idx, peer)), agrees, said))

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from harness.core.axes import SIZES, TASKS
+from harness.core.record import CellRecord
 from harness.report import hardware
 from harness.report.claim_checks import (
     CHECKS,
@@ -155,32 +156,32 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[Claim]:
     return claims
 
 
-def _matches(rec: dict, select: dict[str, Any]) -> bool:
-    is_remedy = bool(rec.get("remedy") or rec.get("remedy_of"))
+def _matches(rec: CellRecord, select: dict[str, Any]) -> bool:
+    is_remedy = bool(rec.remedy or rec.remedy_of)
     mode = select.get("remedies", "exclude")
     if (mode == "exclude" and is_remedy) or (mode == "only" and not is_remedy):
         return False
-    if "remedy_contains" in select and str(select["remedy_contains"]) not in str(rec.get("remedy") or ""):
+    if "remedy_contains" in select and str(select["remedy_contains"]) not in (rec.remedy or ""):
         return False
-    for key, field in (
-        ("backend", "backend"),
-        ("device", "device"),
-        ("size", "size"),
-        ("task", "task"),
-        ("head", "head"),
-        ("batch", "batch"),
-        ("precision", "precision_requested"),
+    for key, value in (
+        ("backend", rec.backend),
+        ("device", rec.device),
+        ("size", rec.size),
+        ("task", rec.task),
+        ("head", rec.head),
+        ("batch", rec.batch),
+        ("precision", rec.precision_requested),
     ):
         if key in select:
             want = select[key] if isinstance(select[key], list) else [select[key]]
-            if rec.get(field) not in want:
+            if value not in want:
                 return False
-    if "dynamic" in select and bool(rec.get("dynamic")) != bool(select["dynamic"]):
+    if "dynamic" in select and bool(rec.dynamic) != bool(select["dynamic"]):
         return False
     if "shape" in select and run_shape(rec) != select["shape"]:
         return False
     if "not_multiple_of" in select:
-        m, h, w = int(select["not_multiple_of"]), rec.get("height"), rec.get("width")
+        m, h, w = int(select["not_multiple_of"]), rec.height, rec.width
         if not (isinstance(h, int) and isinstance(w, int)) or (h % m == 0 and w % m == 0):
             return False
     return True
@@ -217,7 +218,7 @@ def _key(p: Point, axes: list[tuple[str, list[str]]], needs: dict) -> tuple | No
                 return None
             key.append(label)
         else:
-            key.append(str(rec.get(axis[:-1])))
+            key.append(rec.task if axis == "tasks" else rec.size)
     return tuple(key)
 
 
@@ -264,9 +265,7 @@ def _coverage(points: list[Point], needs: dict, indexes: list[RunIndex]) -> Cove
     )
     if missing:
         text += f"; not covered: {_describe_missing(missing, axes)}"
-        ran_tasks = sorted(
-            {str(r.get("task")) for i in indexes for r in i.cells if r.get("status") != "skipped"}
-        )
+        ran_tasks = sorted({r.task for i in indexes for r in i.cells if r.status != "skipped"})
         if any(a[0] == "tasks" for a in axes):
             text += f" (tasks that ran in these runs: {', '.join(ran_tasks) or 'none'})"
     return Coverage(keys, missing, text)
@@ -278,14 +277,14 @@ def _fallback_point(p: Point) -> Point:
     if p.agrees is not True:
         return p
     for _, rec in p.cands:
-        fb = number(rec, "ops.fallback")
+        fb = number(rec.ops, "fallback")
         if fb is None:
-            reason = (rec.get("null_reasons") or {}).get("ops") or "not recorded"
+            reason = rec.null_reasons.get("ops") or "not recorded"
             return Point(p.cands, None, f"{p.said} (fallback operators unknown: {reason})")
         if fb > 0:
-            ops = (rec.get("ops") or {}).get("fallback_ops") or []
+            ops = (rec.ops or {}).get("fallback_ops") or []
             names = f": {', '.join(map(str, ops[:4]))}" if ops else ""
-            total = int((number(rec, "ops.delegated") or 0) + fb)
+            total = int((number(rec.ops, "delegated") or 0) + fb)
             return Point(p.cands, False, f"{p.said} ({int(fb)} of {total} ops not delegated{names})")
     return p
 
@@ -338,7 +337,7 @@ def _hardware_gate(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -
     if not done:
         return absent(claim, matched, indexes)
     seen = sorted({hardware.describe(i.run, spec) for i, _ in done})
-    measured = [(i, r) for i, r in done if r.get("status") == "ok"] or done
+    measured = [(i, r) for i, r in done if r.status == "ok"] or done
     return Outcome(
         verdict=NOT_COMPARABLE,
         evidence=f"the claim is about {spec['label']}; measured here on {', '.join(seen)} "
@@ -369,10 +368,10 @@ def _judge(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> tuple[
     return verdict, evidence, cands, cov.text
 
 
-def _anchor(idx: RunIndex, rec: dict) -> dict:
+def _anchor(idx: RunIndex, rec: CellRecord) -> dict:
     """Where a record is shown: its matrix entry, or for a remedy attempt the entry of the cell it remedies."""
-    cid = str(rec.get("cell_id"))
-    shown = cid if cid in idx.by_id else str(rec.get("remedy_of") or cid)
+    cid = rec.cell_id
+    shown = cid if cid in idx.by_id else (rec.remedy_of or cid)
     return {"run": idx.position, "cell_id": cid, "anchor": f"cell-{idx.position}-{shown}"}
 
 
@@ -395,7 +394,7 @@ def evaluate(indexes: list[RunIndex], claims: list[Claim] | None = None) -> list
                 evidence += f" (for context: {context})"
         else:
             verdict, evidence, cands, coverage = _judge(claim, matched, indexes)
-        unique = list({(i.position, str(r.get("cell_id"))): (i, r) for i, r in cands}.values())
+        unique = list({(i.position, r.cell_id): (i, r) for i, r in cands}.values())
         out.append(
             ClaimResult(
                 claim.id,
@@ -403,7 +402,7 @@ def evaluate(indexes: list[RunIndex], claims: list[Claim] | None = None) -> list
                 claim.claim,
                 verdict,
                 evidence,
-                tuple(str(r.get("cell_id")) for _, r in unique),
+                tuple(r.cell_id for _, r in unique),
                 tuple(_anchor(i, r) for i, r in unique),
                 coverage,
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from harness.core.record import CellRecord
 from harness.report import nearest
 from harness.report.index import RunIndex
 from harness.report.matrix import machine_label
@@ -197,15 +198,15 @@ def absent_devices(indexes: list[RunIndex]) -> list[Absent]:
     cuda, gpu and the export-only targets' devices that nothing exported for)."""
     out = []
     for idx in indexes:
-        by_dev: dict[str, list[dict]] = {}
+        by_dev: dict[str, list[CellRecord]] = {}
         for rec in idx.cells:
-            by_dev.setdefault(str(rec.get("device")), []).append(rec)
+            by_dev.setdefault(str(rec.device), []).append(rec)
         for dev, recs in sorted(by_dev.items()):
-            if not recs or any(r.get("status") != "skipped" for r in recs):
+            if not recs or any(r.status != "skipped" for r in recs):
                 continue
             reasons: dict[str, int] = {}
             for r in recs:
-                why = str(r.get("reason") or "no reason recorded")
+                why = str(r.reason or "no reason recorded")
                 reasons[why] = reasons.get(why, 0) + 1
             out.append(
                 Absent(machine_label(idx, indexes), dev, len(recs), max(reasons, key=reasons.__getitem__))

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 
+from harness.core.record import CellRecord
 from harness.report.index import RunIndex
 from harness.report.picks import Constraints, Pick, Recommendation
 from harness.report.shipping import Decision, Scored
@@ -71,26 +72,30 @@ def entry(dec: Decision) -> dict:
         "nearest_miss": dec.nearest,
         "reason": dec.reason,
         "screened": [
-            {"cell_id": s.cand.rec.get("cell_id"), "figure": s.fig.text, "note": s.fig.note}
-            for s in dec.screened
+            {"cell_id": s.cand.rec.cell_id, "figure": s.fig.text, "note": s.fig.note} for s in dec.screened
         ],
     }
 
 
+def _field(rec: CellRecord | None, name: str) -> object:
+    """A field of the record, None when there is no record."""
+    return None if rec is None else getattr(rec, name)
+
+
 def _pick_from_rec(p: Pick, idx: RunIndex) -> dict:
-    rec = idx.by_id.get(p.cell_id) or {}
-    h, w = rec.get("height"), rec.get("width")
+    rec = idx.by_id.get(p.cell_id)
+    h, w = _field(rec, "height"), _field(rec, "width")
     return {
         "configuration": {
-            "model": f"yolo26{rec.get('size')}",
-            "size": rec.get("size"),
-            "task": rec.get("task"),
-            "head": rec.get("head"),
+            "model": f"yolo26{_field(rec, 'size')}",
+            "size": _field(rec, "size"),
+            "task": _field(rec, "task"),
+            "head": _field(rec, "head"),
             "shape": str(h) if h == w else f"{h}x{w}",
-            "precision": rec.get("precision_requested"),
+            "precision": _field(rec, "precision_requested"),
             "backend": p.backend,
             "device": p.device,
-            "batch": rec.get("batch"),
+            "batch": _field(rec, "batch"),
             "cell_id": p.cell_id,
         },
         "figure": p.figure or p.numbers,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 
+from harness.core.record import CellRecord
 from harness.report.fmt import fmt_num
 from harness.report.index import RunIndex, row_sort, workload_key
-from harness.report.load import number, run_shape
+from harness.report.load import number, p50, run_shape
 from harness.report.matrix import row_label
 from harness.report.paired import latency_interval
 from harness.report.picks import (
@@ -29,33 +30,36 @@ from harness.report.picks import (
 log = logging.getLogger(__name__)
 
 
-def _ms(rec: dict, path: str = "latency_ms.p50") -> str:
-    v = number(rec, path)
+def _ms(rec: CellRecord) -> str:
+    """The record's model-only p50 in words, or `n/a`."""
+    v = p50(rec)
     return f"{fmt_num(v)} ms" if v is not None else "n/a"
 
 
-def _dynamic_score(idx: RunIndex, recs: list[dict]) -> tuple[float, dict, str, dict, list[dict]] | None:
+def _dynamic_score(
+    idx: RunIndex, recs: list[CellRecord]
+) -> tuple[float, CellRecord, str, CellRecord, list[CellRecord]] | None:
     """Worst p50 over one backend's sweep of a dynamic artifact, or None when a swept shape failed unremedied:
     (p50, the sweep record, the text, the record timed there: the sweep record or its remedy, every record timed).
 
     A shape that failed but has a remedy that ran ok (letterbox padding for a size that is not a multiple of 32)
     counts with the remedy's p50; an artifact that needed a remedy (32*Dim) says so.
     """
-    sweep = [r for r in recs if r.get("height") and r.get("status") != "skipped"]
+    sweep = [r for r in recs if r.height and r.status != "skipped"]
     if not sweep:
         return None  # the probe never got to a shape: its export failed, or nothing was swept
-    timed: list[tuple[float, dict, str, dict]] = []
+    timed: list[tuple[float, CellRecord, str, CellRecord]] = []
     for r in sweep:
-        used = r if r.get("status") == "ok" else idx.working_remedy(r)
-        p50 = number(used, "latency_ms.p50") if used else None
-        if p50 is None:
+        used = r if r.status == "ok" else idx.working_remedy(r)
+        ms = p50(used) if used else None
+        if used is None or ms is None:
             return None
-        via = f" via {used.get('remedy')}" if used is not r else ""
-        timed.append((p50, r, f"{run_shape(r)}{via}", used))
+        via = f" via {used.remedy}" if used is not r else ""
+        timed.append((ms, r, f"{run_shape(r)}{via}", used))
     worst = max(timed, key=lambda t: t[0])
-    artifact = {str(r.get("remedy")) for r in sweep if r.get("remedy")}
+    artifact = {str(r.remedy) for r in sweep if r.remedy}
     note = f"; artifact exported via {', '.join(sorted(artifact))}" if artifact else ""
-    shapes = ", ".join(t[2] for t in sorted(timed, key=lambda t: t[1].get("height") or 0))
+    shapes = ", ".join(t[2] for t in sorted(timed, key=lambda t: t[1].height or 0))
     text = f"worst p50 {fmt_num(worst[0])} ms over {shapes}{note}"
     return worst[0], worst[1], text, worst[3], [t[3] for t in timed]
 
@@ -64,10 +68,10 @@ def dynamic_inputs(indexes: list[RunIndex], memory_cap_mib: float | None = None)
     """Backends whose dynamic artifact ran at every swept size, ranked by their worst p50 over those sizes."""
     key, title = "dynamic", "Dynamic input sizes needed"
     criterion = "one artifact ran at every swept size (remedies allowed, and named); lowest worst-case p50"
-    pool = [(i, r) for i in indexes for r in i.cells if r.get("dynamic")]
-    entrants: dict[tuple, list[dict]] = {}
+    pool = [(i, r) for i in indexes for r in i.cells if r.dynamic]
+    entrants: dict[tuple, list[CellRecord]] = {}
     for i, r in pool:
-        ekey = (i.position, *workload_key(r)[:5], r.get("device"), r.get("backend"))
+        ekey = (i.position, *workload_key(r)[:5], r.device, r.backend)
         entrants.setdefault(ekey, []).append(r)
     scored, rejections = [], []
     for ekey, recs in entrants.items():
@@ -114,29 +118,29 @@ def dynamic_inputs(indexes: list[RunIndex], memory_cap_mib: float | None = None)
     return Recommendation(key, title, criterion, picks[0], runner, workload, others=tuple(picks[1:]), **extra)
 
 
-def clean_state(rec: dict) -> bool | None:
+def clean_state(rec: CellRecord) -> bool | None:
     """Whether a cell ran the simplest way: ok, no remedy, no fallback operator, the requested precision executed.
 
     None when that cannot be told (the backend does not report its fallback operators or the precision it ran):
     unknown is not clean, and not unclean either.
     """
-    if rec.get("status") != "ok" or rec.get("remedy"):
+    if rec.status != "ok" or rec.remedy:
         return False
-    fallback, executed = number(rec, "ops.fallback"), rec.get("precision_executed")
-    if (fallback is not None and fallback > 0) or (executed and executed != rec.get("precision_requested")):
+    fallback, executed = number(rec.ops, "fallback"), rec.precision_executed
+    if (fallback is not None and fallback > 0) or (executed and executed != rec.precision_requested):
         return False
     if fallback is None or not executed:
         return None
     return True
 
 
-def _unknowns(recs: list[dict]) -> str:
+def _unknowns(recs: list[CellRecord]) -> str:
     what = set()
     for r in recs:
         if clean_state(r) is None:
-            if number(r, "ops.fallback") is None:
+            if number(r.ops, "fallback") is None:
                 what.add("operator fallback")
-            if not r.get("precision_executed"):
+            if not r.precision_executed:
                 what.add("executed precision")
     return " and ".join(sorted(what))
 
@@ -154,17 +158,17 @@ def simplest(indexes: list[RunIndex], memory_cap_mib: float | None = None) -> Re
         "share of the backend's cells that ran ok with no remedy, no operator fallback and the requested "
         "precision (a cell that does not report these is unknown, not clean); ties by best p50"
     )
-    stats: dict[tuple, list[dict]] = {}
+    stats: dict[tuple, list[CellRecord]] = {}
     rejections: list[Rejection] = []
     for i in indexes:
         for r in i.cells:
-            if r.get("status") in ("skipped", "exported"):
+            if r.status in ("skipped", "exported"):
                 continue
-            why = over_memory_cap(r, memory_cap_mib) if r.get("status") == "ok" else None
+            why = over_memory_cap(r, memory_cap_mib) if r.status == "ok" else None
             if why:
                 rejections.append(rejection(r, "memory cap", f"{workload_label(r)}: {why}"))
                 continue
-            stats.setdefault((i.position, r.get("device"), r.get("backend")), []).append(r)
+            stats.setdefault((i.position, r.device, r.backend), []).append(r)
     extra = {"rejected": rejected_text(rejections), "rejections": tuple(rejections)}
 
     scored = []
@@ -174,16 +178,16 @@ def simplest(indexes: list[RunIndex], memory_cap_mib: float | None = None) -> Re
         if known + unknown == 0:
             continue
         maybe = [r for r, st in zip(recs, states, strict=True) if st is not False]
-        best = min(maybe, key=lambda r: number(r, "latency_ms.p50") or float("inf"))
+        best = min(maybe, key=lambda r: p50(r) or float("inf"))
         numbers = f"clean in {known} of {len(recs)} cells run"
         if unknown:
             numbers += f", unknown in {unknown} ({_unknowns(recs)} not reported)"
-        if number(best, "latency_ms.p50") is not None:
+        if p50(best) is not None:
             numbers += f"; best p50 {_ms(best)} ({workload_label(best)})"
         lo, hi = known / len(recs), (known + unknown) / len(recs)
-        scored.append((lo, hi, number(best, "latency_ms.p50") or float("inf"), ekey, best, numbers, recs))
+        scored.append((lo, hi, p50(best) or float("inf"), ekey, best, numbers, recs))
     if not scored:
-        pool = [(i, r) for i in indexes for r in i.cells if r.get("status") != "skipped"]
+        pool = [(i, r) for i in indexes for r in i.cells if r.status != "skipped"]
         return Recommendation(key, title, criterion, none_reason=pool_reason(pool, "measured"), **extra)
     scored.sort(key=lambda s: (-s[0], -s[1], s[2], str(s[3])))
     top = scored[0]

@@ -10,7 +10,8 @@ import logging
 import math
 from dataclasses import dataclass
 
-from harness.report.load import null_reason, number
+from harness.core.record import CellRecord
+from harness.report.load import finite, null_reason
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +68,15 @@ def fmt_bytes(n: float) -> str:
     return f"{fmt_num(n)} GiB"
 
 
-def field(rec: dict, path: str, notes: Notes, digits: int = 3, suffix: str = "") -> Shown:
-    """A numeric record field for display, or n/a with the record's reason."""
-    value = number(rec, path)
-    if value is None:
+def field(
+    rec: CellRecord, path: str, value: object, notes: Notes, digits: int = 3, suffix: str = ""
+) -> Shown:
+    """A numeric record field for display: `value`, the record's field at the dotted `path` (`latency_ms.p50`),
+    or n/a with the record's reason for that path when it is null or not a finite number."""
+    number = finite(value)
+    if number is None:
         return notes.na(null_reason(rec, path))
-    return Shown(fmt_num(value, digits) + suffix, value)
+    return Shown(fmt_num(number, digits) + suffix, number)
 
 
 def derived(

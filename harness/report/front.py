@@ -46,7 +46,7 @@ class Front:
 def _points(idx: RunIndex) -> tuple[list[tuple[Candidate, Figure]], int]:
     pts, unknown = [], 0
     for c in candidates(idx):
-        if c.rec.get("batch") != 1:
+        if c.rec.batch != 1:
             continue
         fig = camera_figure(c.rec)
         if fig is None:
@@ -90,7 +90,7 @@ def machine_front(idx: RunIndex, indexes: list[RunIndex], cons: Constraints) -> 
     rows = sorted(
         (
             FrontRow(
-                c.label(), str(c.rec.get("cell_id")), f"{f.text} [{interval_text(f.interval)}]"
+                c.label(), str(c.rec.cell_id), f"{f.text} [{interval_text(f.interval)}]"
                 + (" (screened)" if f.source == "screen" else ""), _acc(c), _meets(f, cons), f.value,
                 c.accuracy.coco or 0.0,
             )
@@ -130,7 +130,7 @@ def _plot(
         ax.plot([f.value for _, f in front], [c.accuracy.coco for c, _ in front], "o-", color="tab:blue", ms=4,
                 label="front (no other beats it on both)")  # fmt: skip
         for c, f in front:
-            ax.annotate(f"{c.rec.get('size')} {c.shape} {c.rec.get('precision_requested')} {c.rec.get('backend')}",
+            ax.annotate(f"{c.rec.size} {c.shape} {c.rec.precision_requested} {c.rec.backend}",
                         (f.value, c.accuracy.coco), fontsize=6, xytext=(3, 3), textcoords="offset points")  # fmt: skip
         frame = 1000.0 / cons.camera_fps
         bound = cons.server_bound_ms or 100.0

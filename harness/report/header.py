@@ -6,7 +6,8 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from harness.core.results_dir import UNKNOWN, duplicate_cells, incomplete_note
+from harness.core.record import CellRecord
+from harness.core.results_dir import UNKNOWN, Run, duplicate_cells, incomplete_note
 from harness.report.index import RunIndex
 from harness.report.matrix import machine_label
 
@@ -35,19 +36,19 @@ class RunHeader:
     integrity: list[str] = field(default_factory=list)
 
 
-def is_synthetic(env: dict, records: list[dict]) -> bool:
+def is_synthetic(env: dict, records: list[CellRecord]) -> bool:
     """Whether a run is marked as generated data: `synthetic: true` in its env.json or in any of its records."""
-    return env.get("synthetic") is True or any(r.get("synthetic") is True for r in records)
+    return env.get("synthetic") is True or any(r.synthetic is True for r in records)
 
 
-def integrity_notes(env: dict, records: list[dict]) -> list[str]:
+def integrity_notes(env: dict, records: list[CellRecord]) -> list[str]:
     """What a reader must know before trusting a run as whole: it did not finish (env.json `incomplete`), or it
     holds two records of one cell (two writers on one run id; every record is shown)."""
     notes = []
     incomplete = incomplete_note(env)
     if incomplete:
         notes.append(incomplete)
-    twice = duplicate_cells([r for r in records if not r.get("remedy")])
+    twice = duplicate_cells([r for r in records if not r.remedy])
     if twice:
         shown = ", ".join(twice[:3]) + (" ..." if len(twice) > 3 else "")
         notes.append(f"{len(twice)} cell(s) recorded more than once ({shown}): every record is shown")
@@ -87,9 +88,7 @@ def run_header(idx: RunIndex, indexes: list[RunIndex]) -> RunHeader:
         cuda_s = "none (no CUDA on this machine)" if not run.gpus else UNKNOWN
     libs = run.env.get("libraries") if isinstance(run.env.get("libraries"), dict) else {}
     # Skipped cells never load a model and record "unknown"; list what the cells that ran used.
-    weights = sorted(
-        {str(r.get("weights")) for r in run.records if r.get("weights") not in (None, "", "unknown")}
-    )
+    weights = sorted({r.weights for r in run.records if r.weights not in (None, "", "unknown")})
     return RunHeader(
         number=idx.position + 1,
         run_id=run.run_id,
@@ -109,11 +108,11 @@ def run_header(idx: RunIndex, indexes: list[RunIndex]) -> RunHeader:
     )
 
 
-def _threads_line(run) -> str:
+def _threads_line(run: Run) -> str:
     """The run's thread budget (env.json) and what the runtimes of its cells reported they used."""
     budget = run.env_value("threads", "budget")
     source = run.env_value("threads", "source")
-    used = sorted({r["threads"] for r in run.records if isinstance(r.get("threads"), int)})
+    used = sorted({r.threads for r in run.records if isinstance(r.threads, int)})
     reported = (
         f"; runtimes report {', '.join(map(str, used))}" if used else "; no runtime reported its threads"
     )
@@ -122,7 +121,7 @@ def _threads_line(run) -> str:
     return f"budget {budget} ({source}){reported}"
 
 
-def _allocator_line(run) -> str:
+def _allocator_line(run: Run) -> str:
     """The run's heap policy (env.json `allocator`, harness.core.allocator)."""
     a = run.env.get("allocator")
     if not isinstance(a, dict):
@@ -133,7 +132,7 @@ def _allocator_line(run) -> str:
     )
 
 
-def _canary_line(run) -> str:
+def _canary_line(run: Run) -> str:
     """How the machine's speed moved through the run: the drift canary's readings (env.json `canary`)."""
     c = run.env.get("canary")
     if not isinstance(c, dict):
@@ -147,8 +146,8 @@ def _canary_line(run) -> str:
     )
 
 
-def _first_started(records: list[dict]) -> str:
-    times = sorted(str(r["started_at"]) for r in records if r.get("started_at"))
+def _first_started(records: list[CellRecord]) -> str:
+    times = sorted(r.started_at for r in records if r.started_at)
     return times[0] if times else UNKNOWN
 
 

@@ -15,14 +15,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.core.record import CellRecord
 from harness.core.results_dir import dig
 from harness.report.fmt import fmt_bytes, fmt_num
 from harness.report.index import DEVICE_ORDER, RunIndex, backend_order, order_key, row_key, row_sort
-from harness.report.load import is_failed, null_reason, number, run_shape, shape_label
+from harness.report.load import finite, is_failed, null_reason, number, p50, run_shape, shape_label
 
 log = logging.getLogger(__name__)
 
-LogHref = Callable[[RunIndex, dict], "str | None"]
+LogHref = Callable[[RunIndex, CellRecord], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -87,76 +88,76 @@ def row_label(key: tuple) -> str:
     return f"yolo26{size} {task} · {head} · b{batch} · {prec}"
 
 
-def remedy_line(idx: RunIndex, rec: dict) -> str | None:
+def remedy_line(idx: RunIndex, rec: CellRecord) -> str | None:
     """`works via backbone-only (p50 2.1 ms, -0.4 ms vs torch-eager)`, or why the remedies did not work."""
-    attempts = idx.remedies.get(str(rec.get("cell_id")), [])
+    attempts = idx.remedies.get(rec.cell_id, [])
     if not attempts:
         return None
     good = idx.working_remedy(rec)
     if good is None:
-        names = ", ".join(sorted({str(r.get("remedy") or "unnamed remedy") for r in attempts}))
-        classes = ", ".join(sorted({str(dig(r, "failure.class") or r.get("status")) for r in attempts}))
+        names = ", ".join(sorted({r.remedy or "unnamed remedy" for r in attempts}))
+        classes = ", ".join(sorted({str(dig(r.failure, "class") or r.status) for r in attempts}))
         return f"remedy tried, did not work: {names} ({classes})"
-    p50 = number(good, "latency_ms.p50")
+    good_p50 = p50(good)
     parts = []
-    if p50 is not None:
-        parts.append(f"p50 {fmt_num(p50)} ms")
+    if good_p50 is not None:
+        parts.append(f"p50 {fmt_num(good_p50)} ms")
         eager = idx.eager_for(rec)
-        eager_p50 = number(eager, "latency_ms.p50") if eager else None
+        eager_p50 = p50(eager) if eager else None
         if eager_p50 is not None:
-            delta = p50 - eager_p50
+            delta = good_p50 - eager_p50
             parts.append(f"{'+' if delta >= 0 else '−'}{fmt_num(abs(delta))} ms vs torch-eager")
     detail = f" ({', '.join(parts)})" if parts else ""
-    return f"works via {good.get('remedy') or 'unnamed remedy'}{detail}"
+    return f"works via {good.remedy or 'unnamed remedy'}{detail}"
 
 
-def describe(idx: RunIndex, rec: dict, href: LogHref) -> CellView:
+def describe(idx: RunIndex, rec: CellRecord, href: LogHref) -> CellView:
     """The matrix view of one record."""
-    status = str(rec.get("status") or "unknown")
-    cid = str(rec.get("cell_id") or "")
+    status = rec.status or "unknown"
+    cid = rec.cell_id or ""
     view = CellView(
         cell_id=cid, status=status, badge=status, css=status, log_href=href(idx, rec), shape=run_shape(rec)
     )
     if status == "ok":
-        p50 = number(rec, "latency_ms.p50")
+        rec_p50 = p50(rec)
         view.lines.append(
-            f"p50 {fmt_num(p50)} ms"
-            if p50 is not None
+            f"p50 {fmt_num(rec_p50)} ms"
+            if rec_p50 is not None
             else f"p50 n/a: {short(null_reason(rec, 'latency_ms.p50'), 70)}"
         )
-        executed, requested = rec.get("precision_executed"), rec.get("precision_requested")
+        executed, requested = rec.precision_executed, rec.precision_requested
         if executed and executed != requested:
             view.lines.append(f"ran {executed}")
-        fallback = number(rec, "ops.fallback")
+        fallback = number(rec.ops, "fallback")
         if fallback:
             view.lines.append(f"{int(fallback)} ops fell back")
-        if rec.get("remedy"):
-            view.lines.append(f"remedy: {rec['remedy']}")
+        if rec.remedy:
+            view.lines.append(f"remedy: {rec.remedy}")
     elif status == "exported":
-        delegated, fallback = number(rec, "ops.delegated"), number(rec, "ops.fallback")
+        delegated, fallback = number(rec.ops, "delegated"), number(rec.ops, "fallback")
         if delegated is not None and fallback is not None:
             view.lines.append(f"delegated {int(delegated)}/{int(delegated + fallback)} ops")
-        size = number(rec, "artifact_bytes")
+        size = finite(rec.artifact_bytes)
         if size is not None:
             view.lines.append(fmt_bytes(size))
         view.title = "export-only target: the artifact exists, no runtime for it here"
     elif status == "skipped":
-        view.lines.append(short(rec.get("reason") or "no reason recorded", 70))
-        view.title = str(rec.get("reason") or "")
+        view.lines.append(short(rec.reason or "no reason recorded", 70))
+        view.title = rec.reason or ""
     elif is_failed(rec):
         view.css = "failed"
         view.anchor = anchor_for(idx.position, cid)
-        cls = dig(rec, "failure.class") or "unknown"
+        cls = dig(rec.failure, "class") or "unknown"
         view.lines.append(str(cls))
-        ops = dig(rec, "failure.ops")
-        guards = dig(rec, "failure.guards")
+        ops = dig(rec.failure, "ops")
+        guards = dig(rec.failure, "guards")
         if isinstance(ops, list) and ops:
             view.lines.append(
                 "ops: " + short(", ".join(map(str, ops[:3])), 90) + (" …" if len(ops) > 3 else "")
             )
         if isinstance(guards, list) and guards:
             view.lines.append("guard: " + short(guards[0], 90))
-        fix = dig(rec, "failure.suggested_fix")
+        fix = dig(rec.failure, "suggested_fix")
         if fix:
             view.lines.append("suggested: " + short(fix, 60))
         remedy = remedy_line(idx, rec)
@@ -164,7 +165,7 @@ def describe(idx: RunIndex, rec: dict, href: LogHref) -> CellView:
             view.lines.append(remedy)
             if remedy.startswith("works via"):
                 view.css, view.badge = "remedied", f"{status} → remedied"
-        view.title = short(dig(rec, "failure.message") or rec.get("reason") or "", 400)
+        view.title = short(dig(rec.failure, "message") or rec.reason or "", 400)
     return view
 
 
@@ -197,8 +198,8 @@ class FoldedLine:
         return first + (f" (and {more} other reason{'s' if more > 1 else ''})" if more else "")
 
 
-def _device(rec: dict) -> str:
-    return str(rec.get("device") or "unknown")
+def _device(rec: CellRecord) -> str:
+    return rec.device or "unknown"
 
 
 def folded_keys(indexes: list[RunIndex]) -> set[tuple[int, str, str | None]]:
@@ -208,37 +209,34 @@ def folded_keys(indexes: list[RunIndex]) -> set[tuple[int, str, str | None]]:
     col: dict[tuple[int, str, str], bool] = {}
     for idx in indexes:
         for rec in idx.cells:
-            skipped = rec.get("status") == "skipped"
+            skipped = rec.status == "skipped"
             d = (idx.position, _device(rec))
             dev[d] = dev.get(d, True) and skipped
-            c = (*d, str(rec.get("backend") or "unknown"))
+            c = (*d, rec.backend or "unknown")
             col[c] = col.get(c, True) and skipped
     out: set[tuple[int, str, str | None]] = {(*d, None) for d, gone in dev.items() if gone}
     out |= {c for c, gone in col.items() if gone and not dev[c[:2]]}
     return out
 
 
-def is_folded(folded: set[tuple[int, str, str | None]], idx: RunIndex, rec: dict) -> bool:
+def is_folded(folded: set[tuple[int, str, str | None]], idx: RunIndex, rec: CellRecord) -> bool:
     d = (idx.position, _device(rec))
-    return (*d, None) in folded or (*d, str(rec.get("backend") or "unknown")) in folded
+    return (*d, None) in folded or (*d, rec.backend or "unknown") in folded
 
 
-def _short_label(rec: dict) -> str:
-    return (
-        f"yolo26{rec.get('size')} {rec.get('task')} {shape_label(rec)} b{rec.get('batch')} "
-        f"{rec.get('precision_requested')}"
-    )
+def _short_label(rec: CellRecord) -> str:
+    return f"yolo26{rec.size} {rec.task} {shape_label(rec)} b{rec.batch} {rec.precision_requested}"
 
 
 def build_folded(indexes: list[RunIndex], href: LogHref) -> list[FoldedLine]:
     """One line per device of a machine where no cell ran, then per backend that ran no cell on a device that
     ran others, with the skip reasons (the reason with the most cells first)."""
     folded = folded_keys(indexes)
-    by: dict[tuple[int, str, str | None], list[dict]] = {}
+    by: dict[tuple[int, str, str | None], list[CellRecord]] = {}
     for idx in indexes:
         for rec in idx.cells:
             d = (idx.position, _device(rec))
-            key = (*d, None) if (*d, None) in folded else (*d, str(rec.get("backend") or "unknown"))
+            key = (*d, None) if (*d, None) in folded else (*d, rec.backend or "unknown")
             if key in folded:
                 by.setdefault(key, []).append(rec)
     backends = backend_order()
@@ -250,26 +248,26 @@ def build_folded(indexes: list[RunIndex], href: LogHref) -> list[FoldedLine]:
     for key in sorted(by, key=line_sort):
         pos, device, backend = key
         idx, recs = indexes[pos], by[key]
-        reasons: dict[str, list[dict]] = {}
-        for rec in sorted(recs, key=lambda r: (order_key(r.get("backend"), backends), _entry_sort(r))):
-            reasons.setdefault(str(rec.get("reason") or "no reason recorded"), []).append(rec)
+        reasons: dict[str, list[CellRecord]] = {}
+        for rec in sorted(recs, key=lambda r: (order_key(r.backend, backends), _entry_sort(r))):
+            reasons.setdefault(rec.reason or "no reason recorded", []).append(rec)
         views = [
             FoldedReason(
                 reason,
-                list(dict.fromkeys(str(r.get("backend")) for r in rs)),
+                list(dict.fromkeys(r.backend for r in rs)),
                 [_folded_view(idx, r, href) for r in rs],
             )
             for reason, rs in sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         ]
-        names = sorted({str(r.get("backend")) for r in recs}, key=lambda b: order_key(b, backends))
+        names = sorted({r.backend for r in recs}, key=lambda b: order_key(b, backends))
         out.append(FoldedLine(pos, machine_label(idx, indexes), device, backend, len(recs), names, views))
     return out
 
 
-def _folded_view(idx: RunIndex, rec: dict, href: LogHref) -> CellView:
+def _folded_view(idx: RunIndex, rec: CellRecord, href: LogHref) -> CellView:
     view = describe(idx, rec, href)
-    view.lines = [f"{rec.get('backend')} · {_short_label(rec)}"]
-    view.backend = str(rec.get("backend"))
+    view.lines = [f"{rec.backend} · {_short_label(rec)}"]
+    view.backend = rec.backend
     return view
 
 
@@ -280,9 +278,9 @@ def _shape_sort(label: str) -> tuple:
     return (0, int(m.group(1)) * int(m.group(2)), label) if m else (0, 0, label)
 
 
-def _entry_sort(rec: dict) -> tuple:
-    h, w = rec.get("height") or 0, rec.get("width") or 0
-    return (h * w, str(rec.get("cell_id")))
+def _entry_sort(rec: CellRecord) -> tuple:
+    h, w = rec.height or 0, rec.width or 0
+    return (h * w, rec.cell_id)
 
 
 def machine_label(idx: RunIndex, all_idx: list[RunIndex]) -> str:
@@ -297,15 +295,13 @@ def build_matrices(indexes: list[RunIndex], href: LogHref) -> list[MatrixView]:
     """One matrix per shape label, static shapes by pixel count, then the dynamic probe; the devices and backends
     of a machine where no cell ran are left out (build_folded lists them)."""
     by_shape: dict[str, dict[tuple, dict[Column, list[CellView]]]] = {}
-    recs_by_cell: dict[tuple, list[dict]] = {}
+    recs_by_cell: dict[tuple, list[CellRecord]] = {}
     folded = folded_keys(indexes)
     for idx in indexes:
         for rec in idx.cells:
             if is_folded(folded, idx, rec):
                 continue  # shown on its folded line (build_folded)
-            col = Column(
-                idx.position, str(rec.get("device") or "unknown"), str(rec.get("backend") or "unknown")
-            )
+            col = Column(idx.position, rec.device or "unknown", rec.backend or "unknown")
             recs_by_cell.setdefault((shape_label(rec), row_key(rec), col), []).append(rec)
     for (shape, rkey, col), recs in recs_by_cell.items():
         idx = indexes[col.run_pos]

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from harness import backends
 from harness.core.axes import GFLOPS_640, SIZES
-from harness.report.candidates import fmt, interval_text
-from harness.report.load import number
+from harness.core.record import CellRecord
+from harness.report.candidates import e2e, fmt, interval_text
 
 if TYPE_CHECKING:
     from harness.report.shipping_types import Decision, Scored
@@ -49,40 +49,46 @@ def _latency_factor_needed(dec: Decision, s: Scored) -> float | None:
         return (1000.0 / dec.cons.camera_fps) / s.fig.value
     # a rate use case with no passing rate: the e2e p99 (or slowest round) against the bound
     bound = dec.cons.server_bound_ms or 100.0
-    worst = number(s.cand.rec, "latency_e2e_ms.p99") or number(s.cand.rec, "latency_e2e_ms.max")
+    worst = e2e(s.cand.rec, "p99") or e2e(s.cand.rec, "max")
     return bound / worst if worst else None
 
 
-def _measured(idx_cells: list[dict], cfg: dict) -> bool:
+def _measured(idx_cells: list[CellRecord], cfg: dict) -> bool:
     """Whether the machine recorded this configuration (ok or not: a failed one is not worth suggesting)."""
-    return any(all(r.get(k) == cfg[k] for k in SAME) for r in idx_cells if r.get("status") != "skipped")
+    return any(all(getattr(r, k) == cfg[k] for k in SAME) for r in idx_cells if r.status != "skipped")
 
 
-def int8_ratio(cells: list[dict]) -> tuple[float, str] | None:
+def _but_precision(r: CellRecord) -> tuple:
+    return tuple(getattr(r, k) for k in SAME if k != "precision_requested")
+
+
+def int8_ratio(cells: list[CellRecord]) -> tuple[float, str] | None:
     """The median int8/fp32 e2e p50 ratio over pairs of cells this machine ran (same everything but precision)."""
-    by = {tuple(r.get(k) for k in SAME if k != "precision_requested"): r for r in cells
-          if r.get("status") == "ok" and r.get("precision_requested") == "fp32"}  # fmt: skip
+    by = {_but_precision(r): r for r in cells if r.status == "ok" and r.precision_requested == "fp32"}
     ratios, where = [], set()
     for r in cells:
-        if r.get("status") != "ok" or r.get("precision_requested") != "int8":
+        if r.status != "ok" or r.precision_requested != "int8":
             continue
-        ref = by.get(tuple(r.get(k) for k in SAME if k != "precision_requested"))
-        a, b = number(r, "latency_e2e_ms.p50"), number(ref or {}, "latency_e2e_ms.p50")
+        ref = by.get(_but_precision(r))
+        a, b = e2e(r, "p50"), e2e(ref, "p50") if ref is not None else None
         if a and b:
             ratios.append(a / b)
-            where.add(str(r.get("backend")))
+            where.add(str(r.backend))
     if not ratios:
         return None
     return statistics.median(ratios), ", ".join(sorted(where))
 
 
-def _variants(s: Scored, cells: list[dict], min_shape: int | None) -> list[tuple[dict, float | None, str]]:
-    """Unmeasured configurations near the candidate, cheapest first: (record-like config, latency factor, how)."""
+def _variants(
+    s: Scored, cells: list[CellRecord], min_shape: int | None
+) -> list[tuple[dict, float | None, str]]:
+    """Unmeasured configurations near the candidate, cheapest first: (the configuration's axes as a dict, latency
+    factor, how)."""
     rec = s.cand.rec
-    base = {k: rec.get(k) for k in SAME}
+    base = {k: getattr(rec, k) for k in SAME}
     out: list[tuple[dict, float | None, str]] = []
-    prec = rec.get("precision_requested")
-    supported = backends.get(str(rec.get("backend"))).precisions.get(str(rec.get("device")), ())
+    prec = rec.precision_requested
+    supported = backends.get(str(rec.backend)).precisions.get(str(rec.device), ())
     if prec != "int8" and "int8" in supported:
         known = int8_ratio(cells)
         factor, how = (
@@ -91,14 +97,14 @@ def _variants(s: Scored, cells: list[dict], min_shape: int | None) -> list[tuple
             else (None, "int8 speed-up on this machine not known (no int8 cell measured)")
         )
         out.append(({**base, "precision_requested": "int8"}, factor, how))
-    h, w = int(rec.get("height") or 0), int(rec.get("width") or 0)
+    h, w = int(rec.height or 0), int(rec.width or 0)
     for side in SIDES:
         if side >= min(h, w) or (min_shape is not None and side < min_shape):
             continue
         factor = side * side / (h * w)
         how = f"latency scaled by pixels: {side}x{side} is {factor:.2f}× the {h}x{w} pixels"
         out.append(({**base, "height": side, "width": side}, factor, how))
-    size = str(rec.get("size"))
+    size = str(rec.size)
     if size in SIZES:
         for smaller in reversed(SIZES[: SIZES.index(size)]):
             factor = GFLOPS_640[smaller] / GFLOPS_640[size]
@@ -131,7 +137,7 @@ def nearest_miss(dec: Decision) -> dict | None:
     for m in dec.misses:
         total[id(m.scored)] = total.get(id(m.scored), 0.0) + m.shortfall
         by_id[id(m.scored)] = m.scored
-    closest = by_id[min(total, key=lambda k: (total[k], str(by_id[k].cand.rec.get("cell_id"))))]
+    closest = by_id[min(total, key=lambda k: (total[k], str(by_id[k].cand.rec.cell_id)))]
     misses = "; ".join(m.rejection.why for m in dec.misses if m.scored is closest)
     out = {
         "configuration": closest.cand.config(),
@@ -172,7 +178,7 @@ def nearest_miss(dec: Decision) -> dict | None:
     return out
 
 
-def _iv(s: Scored) -> list[float] | None:
+def _iv(s: Scored) -> list[float | None] | None:
     iv = s.fig.interval
     return None if iv is None else [iv.lo, None if math.isinf(iv.hi) else iv.hi]  # null: open upper end
 

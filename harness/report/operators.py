@@ -1,15 +1,17 @@
 """The report's operator view: per workload, one operator x backend table of where each operator ran (execution
 provider, kernel implementation or delegate), its share of the profiled time, and what fell back.
 
-Each record carries the section harness.diagnosis.operators writes (`rec["operators"]`), or the reason its runtime
-cannot tell (`rec["null_reasons"]["operators"]`). Operators keep each runtime's own names (ONNX op types, OpenVINO
-plugin layers, XNNPACK operators, ExecuTorch kernels), so one row is usually filled by one runtime: the table lines
-them up per workload rather than pretending the names match. Rows with a fallback in any backend come first.
+Each record (a CellRecord) carries the section harness.diagnosis.operators writes (`rec.operators`), or the reason
+its runtime cannot tell (`rec.null_reasons["operators"]`). Operators keep each runtime's own names (ONNX op types,
+OpenVINO plugin layers, XNNPACK operators, ExecuTorch kernels), so one row is usually filled by one runtime: the table
+lines them up per workload rather than pretending the names match. Rows with a fallback in any backend come first.
 """
 
 from __future__ import annotations
 
 import html
+
+from harness.core.record import CellRecord
 
 #: the record fields that make a workload: records with equal values ran the same computation
 WORKLOAD_FIELDS = ("size", "task", "head", "height", "width", "batch", "precision_requested")
@@ -27,9 +29,9 @@ _STYLE = """<style>
 </style>"""
 
 
-def render_operators(records: list[dict]) -> str:
+def render_operators(records: list[CellRecord]) -> str:
     """An HTML fragment: one operator x backend table per workload, its footer the backends that could not tell."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[CellRecord]] = {}
     for rec in records:
         groups.setdefault(workload_of(rec), []).append(rec)
     if not groups:
@@ -38,9 +40,9 @@ def render_operators(records: list[dict]) -> str:
     return _STYLE + "\n" + "\n".join(tables)
 
 
-def workload_of(rec: dict) -> tuple:
+def workload_of(rec: CellRecord) -> tuple:
     """The workload key of a record (WORKLOAD_FIELDS' values)."""
-    return tuple(rec.get(f) for f in WORKLOAD_FIELDS)
+    return (rec.size, rec.task, rec.head, rec.height, rec.width, rec.batch, rec.precision_requested)
 
 
 def _sort_key(key: tuple) -> tuple:
@@ -54,29 +56,29 @@ def workload_label(key: tuple) -> str:
     return f"yolo26{size} {task} {head} {shape} b{batch} {precision}"
 
 
-def _columns(recs: list[dict]) -> list[tuple[str, dict]]:
-    """(label, record) of the records that carry an operator section; a repeated backend/device gets #n."""
+def _columns(recs: list[CellRecord]) -> list[tuple[str, dict]]:
+    """(label, operator section) of the records that carry one; a repeated backend/device gets #n."""
     seen: dict[str, int] = {}
     out = []
     for rec in recs:
-        if not isinstance(rec.get("operators"), dict):
+        if not isinstance(rec.operators, dict):
             continue
-        label = f"{rec.get('backend')}/{rec.get('device')}" if rec.get("device") else str(rec.get("backend"))
+        label = f"{rec.backend}/{rec.device}" if rec.device else rec.backend
         seen[label] = seen.get(label, 0) + 1
-        out.append((label if seen[label] == 1 else f"{label} #{seen[label]}", rec))
+        out.append((label if seen[label] == 1 else f"{label} #{seen[label]}", rec.operators))
     return out
 
 
-def _cannot_tell(recs: list[dict]) -> list[tuple[str, str]]:
+def _cannot_tell(recs: list[CellRecord]) -> list[tuple[str, str]]:
     """(backend, reason) of the records without an operator section."""
     out = []
     for rec in recs:
-        if isinstance(rec.get("operators"), dict):
+        if isinstance(rec.operators, dict):
             continue
-        reason = (rec.get("null_reasons") or {}).get("operators")
+        reason = rec.null_reasons.get("operators")
         if not reason:
-            reason = f"no operator view recorded (status {rec.get('status')})"
-        out.append((str(rec.get("backend")), str(reason)))
+            reason = f"no operator view recorded (status {rec.status})"
+        out.append((rec.backend, str(reason)))
     return out
 
 
@@ -84,8 +86,8 @@ def _rows(columns: list[tuple[str, dict]]) -> list[tuple[str, bool, list[list[di
     """(operator, fell back anywhere, per column the section's entries of that operator); fallbacks first, then
     by the largest time share in any backend."""
     by_op: dict[str, list[list[dict]]] = {}
-    for i, (_, rec) in enumerate(columns):
-        for entry in rec["operators"].get("ops") or []:
+    for i, (_, section) in enumerate(columns):
+        for entry in section.get("ops") or []:
             cells = by_op.setdefault(str(entry.get("op")), [[] for _ in columns])
             cells[i].append(entry)
     rows = []
@@ -136,12 +138,12 @@ def _summary(section: dict) -> str:
     return f"{html.escape(text)}<details><summary>how read</summary>{source}</details>"
 
 
-def _table(key: tuple, recs: list[dict]) -> str:
+def _table(key: tuple, recs: list[CellRecord]) -> str:
     columns = _columns(recs)
     width = len(columns) + 1
     head = "".join(
-        f'<th title="{html.escape(str(rec["operators"].get("source", "")))}">{html.escape(label)}</th>'
-        for label, rec in columns
+        f'<th title="{html.escape(str(section.get("source", "")))}">{html.escape(label)}</th>'
+        for label, section in columns
     )
     body = []
     for op, fallback, cells in _rows(columns):
@@ -149,7 +151,7 @@ def _table(key: tuple, recs: list[dict]) -> str:
         body.append(f"<tr{cls}><th>{html.escape(op)}</th>{''.join(_cell(c) for c in cells)}</tr>")
     foot = []
     if columns:
-        summary = "".join(f"<td>{_summary(rec['operators'])}</td>" for _, rec in columns)
+        summary = "".join(f"<td>{_summary(section)}</td>" for _, section in columns)
         foot.append(f"<tr><th>fallback</th>{summary}</tr>")
     missing = _cannot_tell(recs)
     if missing:

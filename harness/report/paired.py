@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.core.record import CellRecord
 from harness.measure.stats import Interval, p50_interval
-from harness.report.load import number
+from harness.report.load import p50
 
 
 @dataclass(frozen=True)
@@ -39,30 +40,30 @@ class Ratio:
         return f"{self.value:.3f}×{ci} ({how})"
 
 
-def _entry(rec: dict, other_id: str) -> dict | None:
-    p = rec.get("paired") or {}
+def _entry(rec: CellRecord, other_id: str) -> dict | None:
+    p = rec.paired or {}
     if p.get("reference") == other_id and p.get("ratio") is not None:
         return {"ratio": p["ratio"], "ratio_ci": p.get("ratio_ci")}
     return (p.get("others") or {}).get(other_id)
 
 
-def ratio(a: dict, b: dict) -> Ratio | None:
+def ratio(a: CellRecord, b: CellRecord) -> Ratio | None:
     """a's p50 over b's: the paired ratio when they were timed together, else the ratio of their p50s (no
     interval); None when either has no p50."""
-    entry = _entry(a, str(b.get("cell_id")))
+    entry = _entry(a, str(b.cell_id))
     if entry is not None and isinstance(entry.get("ratio"), int | float):
         ci = entry.get("ratio_ci")
         return Ratio(float(entry["ratio"]), (float(ci[0]), float(ci[1])) if ci else None, True)
-    pa, pb = number(a, "latency_ms.p50"), number(b, "latency_ms.p50")
+    pa, pb = p50(a), p50(b)
     if not pa or not pb:
         return None
     return Ratio(pa / pb, None, False)
 
 
-def latency_interval(rec: dict) -> Interval | None:
+def latency_interval(rec: CellRecord) -> Interval | None:
     """The p50's 95% confidence interval: the record's `p50_ci`, else from its rounds; None with too few rounds."""
-    ci = (rec.get("latency_ms") or {}).get("p50_ci") if isinstance(rec.get("latency_ms"), dict) else None
+    ci = rec.latency_ms.p50_ci if rec.latency_ms else None
     if isinstance(ci, list) and len(ci) == 2:
         return Interval(float(ci[0]), float(ci[1]))
-    samples = rec.get("samples_ms")
+    samples = rec.samples_ms
     return p50_interval(samples) if isinstance(samples, list) else None

@@ -121,20 +121,20 @@ def parity_rows(indexes: list[RunIndex], href: LogHref) -> list[ParityRow]:
     for idx in indexes:
         machine = machine_label(idx, indexes)
         for rec in idx.all_records():
-            p = rec.get("parity")
-            if rec.get("status") not in RAN or not isinstance(p, dict):
+            p = rec.parity
+            if rec.status not in RAN or not isinstance(p, dict):
                 continue
             legacy = "metrics" not in p
             views, failed = _legacy(p) if legacy else _current(p)
-            corrupted = p.get("corrupted") or rec.get("corrupted") or ""
-            cid = str(rec.get("cell_id") or "")
+            corrupted = p.get("corrupted") or rec.corrupted or ""
+            cid = rec.cell_id or ""
             rows.append(
                 ParityRow(
                     machine=machine,
                     run_number=idx.position + 1,
                     cell_id=cid,
-                    backend=str(rec.get("backend")),
-                    precision=str(p.get("precision") or rec.get("precision_requested")),
+                    backend=rec.backend,
+                    precision=str(p.get("precision") or rec.precision_requested),
                     method="pooled rel. L2 (older record)" if legacy else str(p.get("method") or "n/a"),
                     ok=bool(p.get("ok")) and not failed,
                     failed=failed,
@@ -144,7 +144,7 @@ def parity_rows(indexes: list[RunIndex], href: LogHref) -> list[ParityRow]:
                     if isinstance(corrupted, list)
                     else str(corrupted),
                     legacy=legacy,
-                    anchor=anchor_for(idx.position, cid) if rec.get("status") == "parity_failed" else None,
+                    anchor=anchor_for(idx.position, cid) if rec.status == "parity_failed" else None,
                     log_href=href(idx, rec),
                 )
             )

@@ -11,16 +11,17 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness.core.record import CellRecord
 from harness.measure.stats import Interval
 from harness.report import paired
 from harness.report.fmt import fmt_num
 from harness.report.index import RunIndex, workload_key
-from harness.report.load import null_reason, number, run_shape
+from harness.report.load import finite, null_reason, number, run_shape
 from harness.report.matrix import machine_label, row_label
 
 log = logging.getLogger(__name__)
 
-Cand = tuple[RunIndex, dict]
+Cand = tuple[RunIndex, CellRecord]
 
 #: the share of the PyTorch fp32 reference's mAP50-95 a cell must keep to be recommended (where accuracy was scored)
 ACCURACY_FLOORS = {"fp32": 0.99, "fp16": 0.99, "int8": 0.95}
@@ -126,7 +127,7 @@ class Constraints:
     )
     min_shape: int | None = None  # the smallest input side a pick may have (--min-shape)
 
-    def failures(self, rec: dict) -> list[Rejection]:
+    def failures(self, rec: CellRecord) -> list[Rejection]:
         """The constraints `rec` fails, each with its figure (accuracy floor first)."""
         out = []
         why = below_accuracy_floor(rec, self.floors)
@@ -152,30 +153,30 @@ class Constraints:
         return text
 
 
-def below_min_shape(rec: dict, min_side: int | None) -> str | None:
+def below_min_shape(rec: CellRecord, min_side: int | None) -> str | None:
     """Why `rec`'s input is smaller than --min-shape allows, or None."""
-    h, w = rec.get("height"), rec.get("width")
+    h, w = rec.height, rec.width
     if min_side is None or not isinstance(h, int) or not isinstance(w, int) or min(h, w) >= min_side:
         return None
     return f"input {h}x{w} below the {min_side} px --min-shape"
 
 
-def below_accuracy_floor(rec: dict, floors: dict[str, float] | None = None) -> str | None:
+def below_accuracy_floor(rec: CellRecord, floors: dict[str, float] | None = None) -> str | None:
     """Why `rec` fails the accuracy floor of its precision, or None (also when its accuracy was not scored)."""
-    ratio = number(rec, "accuracy.ratio")
-    floor = (floors or ACCURACY_FLOORS).get(str(rec.get("precision_requested")))
+    ratio = number(rec.accuracy, "ratio")
+    floor = (floors or ACCURACY_FLOORS).get(str(rec.precision_requested))
     if ratio is None or floor is None or ratio >= floor:
         return None
-    who = f"{rec.get('backend')} {rec.get('precision_requested')}"
+    who = f"{rec.backend} {rec.precision_requested}"
     return f"{who} keeps {ratio:.3f} of the reference mAP50-95 (floor {floor:g})"
 
 
-def over_memory_cap(rec: dict, cap_mib: float | None) -> str | None:
+def over_memory_cap(rec: CellRecord, cap_mib: float | None) -> str | None:
     """Why `rec` does not fit the memory cap: its host peak RSS or its process's device peak above it, or no memory
     measured (not known to fit is not fitting). None without a cap, or when it fits."""
     if cap_mib is None:
         return None
-    host, dev = number(rec, "memory.host_peak_rss_mib"), number(rec, "memory.device_peak_process_mib")
+    host, dev = memory_figures(rec)
     cap = f"{cap_mib:g}"
     if host is None and dev is None:
         reason = null_reason(rec, "memory.host_peak_rss_mib")
@@ -188,10 +189,16 @@ def over_memory_cap(rec: dict, cap_mib: float | None) -> str | None:
     return None
 
 
-def rejection(rec: dict, constraint: str, why: str) -> Rejection:
-    return Rejection(
-        str(rec.get("backend")), str(rec.get("device")), str(rec.get("cell_id")), constraint, why
-    )
+def memory_figures(rec: CellRecord) -> tuple[float | None, float | None]:
+    """The record's host peak RSS and its process's device peak (MiB), each None when not measured."""
+    mem = rec.memory
+    if mem is None:
+        return None, None
+    return finite(mem.host_peak_rss_mib), finite(mem.device_peak_process_mib)
+
+
+def rejection(rec: CellRecord, constraint: str, why: str) -> Rejection:
+    return Rejection(str(rec.backend), str(rec.device), str(rec.cell_id), constraint, why)
 
 
 def rejected_text(rejections: tuple[Rejection, ...] | list[Rejection]) -> str | None:
@@ -207,24 +214,26 @@ def rejected_text(rejections: tuple[Rejection, ...] | list[Rejection]) -> str | 
     return "; ".join(f"{label.get(c, 'failed the ' + c)}: " + "; ".join(sorted(set(by[c]))) for c in order)
 
 
-def entrant(idx: RunIndex, rec: dict) -> tuple:
-    return (idx.position, rec.get("device"), rec.get("backend"))
+def entrant(idx: RunIndex, rec: CellRecord) -> tuple:
+    return (idx.position, rec.device, rec.backend)
 
 
-def make_pick(idx: RunIndex, rec: dict, indexes: list[RunIndex], numbers: str, figure: str = "") -> Pick:
+def make_pick(
+    idx: RunIndex, rec: CellRecord, indexes: list[RunIndex], numbers: str, figure: str = ""
+) -> Pick:
     return Pick(
-        str(rec.get("backend")),
-        str(rec.get("device")),
+        str(rec.backend),
+        str(rec.device),
         machine_label(idx, indexes),
-        str(rec.get("cell_id")),
+        str(rec.cell_id),
         numbers,
         figure,
     )
 
 
-def workload_label(rec: dict) -> str:
+def workload_label(rec: CellRecord) -> str:
     key = workload_key(rec)
-    return f"{row_label(key[:5])} · {run_shape(rec)}" + (" (dynamic artifact)" if rec.get("dynamic") else "")
+    return f"{row_label(key[:5])} · {run_shape(rec)}" + (" (dynamic artifact)" if rec.dynamic else "")
 
 
 def pool_reason(pool: list[Cand], what: str, lacking: int = 0, metric_name: str = "") -> str:
@@ -233,7 +242,7 @@ def pool_reason(pool: list[Cand], what: str, lacking: int = 0, metric_name: str 
         return f"no {what} cell was in this run"
     statuses: dict[str, int] = {}
     for _, rec in pool:
-        statuses[str(rec.get("status"))] = statuses.get(str(rec.get("status")), 0) + 1
+        statuses[str(rec.status)] = statuses.get(str(rec.status), 0) + 1
     if set(statuses) == {"skipped"}:  # none ran: "88 ran: 88 skipped" read as a contradiction
         return f"no {what} cell ran here: all {len(pool)} were skipped (see the skip reasons)"
     counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
@@ -242,7 +251,7 @@ def pool_reason(pool: list[Cand], what: str, lacking: int = 0, metric_name: str 
 
 
 def split_ties(
-    ranked: list[Cand], interval: Callable[[dict], Interval | None] | None
+    ranked: list[Cand], interval: Callable[[CellRecord], Interval | None] | None
 ) -> tuple[list[Cand], str | None]:
     """The entrants that cannot be told apart from the first of `ranked` (itself included), and why.
 

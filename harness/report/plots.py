@@ -12,8 +12,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from harness.core.record import CellRecord
 from harness.report.index import RunIndex, backend_order, order_key, row_key, row_sort
-from harness.report.load import number
+from harness.report.load import finite, number, p50
 from harness.report.matrix import row_label
 from harness.report.picks import ACCURACY_FLOORS
 
@@ -102,16 +103,16 @@ def new_figure(width: float, height: float, left: float = 0.75, bottom: float = 
     return fig
 
 
-def series_label(idx: RunIndex, rec: dict, many_runs: bool) -> str:
-    label = f"{rec.get('backend')}/{rec.get('device')}"
+def series_label(idx: RunIndex, rec: CellRecord, many_runs: bool) -> str:
+    label = f"{rec.backend}/{rec.device}"
     return f"{label} [{idx.position + 1}]" if many_runs else label
 
 
-def measured_cells(indexes: list[RunIndex]) -> Iterable[tuple[RunIndex, dict]]:
+def measured_cells(indexes: list[RunIndex]) -> Iterable[tuple[RunIndex, CellRecord]]:
     """Cells that ran ok (remedy attempts run a different graph and are left out of the plots)."""
     for idx in indexes:
         for rec in idx.cells:
-            if rec.get("status") == "ok":
+            if rec.status == "ok":
                 yield idx, rec
 
 
@@ -137,11 +138,11 @@ def latency_vs_shape(indexes: list[RunIndex], color: Palette) -> PlotView:
     many = len(indexes) > 1
     lines: dict[tuple, dict[tuple[str, bool], list[tuple[int, float, str]]]] = {}
     for idx, rec in measured_cells(indexes):
-        h, w, p50 = rec.get("height"), rec.get("width"), number(rec, "latency_ms.p50")
-        if not (isinstance(h, int) and isinstance(w, int) and p50):
+        h, w, rec_p50 = rec.height, rec.width, p50(rec)
+        if not (isinstance(h, int) and isinstance(w, int) and rec_p50):
             continue
-        skey = (series_label(idx, rec, many), bool(rec.get("dynamic")))
-        lines.setdefault(row_key(rec), {}).setdefault(skey, []).append((h * w, p50, f"{h}x{w}"))
+        skey = (series_label(idx, rec, many), bool(rec.dynamic))
+        lines.setdefault(row_key(rec), {}).setdefault(skey, []).append((h * w, rec_p50, f"{h}x{w}"))
     usable = {
         rk: {sk: pts for sk, pts in series.items() if len({p[0] for p in pts}) >= 2}
         for rk, series in lines.items()
@@ -198,17 +199,25 @@ def memory_per_backend(indexes: list[RunIndex], color: Palette) -> PlotView:
         "One dot per cell that ran ok: host peak RSS, and the process's peak device memory where measured."
     )
     many = len(indexes) > 1
-    fields = (
-        ("memory.host_peak_rss_mib", "host peak RSS (MiB)"),
-        ("memory.device_peak_process_mib", "device peak (MiB)"),
+    fields: tuple[tuple[str, str, Callable[[CellRecord], object]], ...] = (
+        (
+            "memory.host_peak_rss_mib",
+            "host peak RSS (MiB)",
+            lambda r: r.memory.host_peak_rss_mib if r.memory else None,
+        ),
+        (
+            "memory.device_peak_process_mib",
+            "device peak (MiB)",
+            lambda r: r.memory.device_peak_process_mib if r.memory else None,
+        ),
     )
-    data: dict[str, dict[str, list[float]]] = {f: {} for f, _ in fields}
+    data: dict[str, dict[str, list[float]]] = {f: {} for f, _, _ in fields}
     for idx, rec in measured_cells(indexes):
-        for f, _ in fields:
-            v = number(rec, f)
+        for f, _, read in fields:
+            v = finite(read(rec))
             if v is not None:
                 data[f].setdefault(series_label(idx, rec, many), []).append(v)
-    present = [(f, label) for f, label in fields if data[f]]
+    present = [(f, label) for f, label, _ in fields if data[f]]
     if not present:
         return PlotView(key, title, caption, empty_reason="no cell that ran ok has a memory measurement")
     with plot_rc():
@@ -267,10 +276,10 @@ def speed_vs_accuracy(indexes: list[RunIndex], color: Palette) -> PlotView:
     many = len(indexes) > 1
     series: dict[str, list[tuple[float, float, str]]] = {}
     for idx, rec in measured_cells(indexes):
-        ratio, p50 = number(rec, "accuracy.ratio"), number(rec, "latency_ms.p50")
-        if ratio is not None and p50:
+        ratio, rec_p50 = number(rec.accuracy, "ratio"), p50(rec)
+        if ratio is not None and rec_p50:
             series.setdefault(series_label(idx, rec, many), []).append(
-                (ratio, p50, str(rec.get("precision_requested")))
+                (ratio, rec_p50, rec.precision_requested)
             )
     if not series:
         return PlotView(key, title, caption, empty_reason="no cell that ran ok has an accuracy ratio")
@@ -330,11 +339,9 @@ def _gflops_scatter(
     many = len(indexes) > 1
     series: dict[str, list[tuple[float, float, str]]] = {}
     for idx, rec in measured_cells(indexes):
-        g, p50 = number(rec, "gflops"), number(rec, "latency_ms.p50")
-        if g and p50 and g > 0 and p50 > 0:
-            series.setdefault(series_label(idx, rec, many), []).append(
-                (g, y_of(g, p50), str(rec.get("device")))
-            )
+        g, rec_p50 = finite(rec.gflops), p50(rec)
+        if g and rec_p50 and g > 0 and rec_p50 > 0:
+            series.setdefault(series_label(idx, rec, many), []).append((g, y_of(g, rec_p50), rec.device))
     if not series:
         return PlotView(key, title, caption, empty_reason="no cell that ran ok has both GFLOPs and a p50")
     with plot_rc():

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 
+from harness.core.record import CellRecord
 from harness.report.index import RunIndex, backend_order, order_key, row_sort, workload_key
-from harness.report.load import number, run_shape
+from harness.report.load import number, p50, run_shape
 from harness.report.matrix import machine_label, row_label
 from harness.report.plots import Palette, PlotView, log_axes, new_figure, plot_rc, to_svg
 from harness.report.scenarios import FRAME_MS, STAGES, ran_ips, result
@@ -26,32 +28,32 @@ STAGE_COLORS = {
 MAX_WORKLOADS = 3  # workloads drawn; the end-to-end table below the plot has every cell
 
 
-def _label(rec: dict) -> str:
-    return f"{rec.get('backend')}/{rec.get('device')}"
+def _label(rec: CellRecord) -> str:
+    return f"{rec.backend}/{rec.device}"
 
 
-def _workload_groups(indexes: list[RunIndex], keep) -> list[tuple[RunIndex, list[dict]]]:
+def _workload_groups(
+    indexes: list[RunIndex], keep: Callable[[CellRecord], bool]
+) -> list[tuple[RunIndex, list[CellRecord]]]:
     """(run, cells of one workload) with `keep`, the workloads with the most backends first, 640x640 first."""
-    groups: dict[tuple, tuple[RunIndex, list[dict]]] = {}
+    groups: dict[tuple, tuple[RunIndex, list[CellRecord]]] = {}
     for idx in indexes:
         for rec in idx.cells:
-            if rec.get("status") == "ok" and keep(rec):
+            if rec.status == "ok" and keep(rec):
                 groups.setdefault((idx.position, workload_key(rec)), (idx, []))[1].append(rec)
     order = backend_order()
     for _, recs in groups.values():
-        recs.sort(key=lambda r: (str(r.get("device")), order_key(r.get("backend"), order)))
+        recs.sort(key=lambda r: (r.device, order_key(r.backend, order)))
 
-    def rank(item: tuple[tuple, tuple[RunIndex, list[dict]]]) -> tuple:
+    def rank(item: tuple[tuple, tuple[RunIndex, list[CellRecord]]]) -> tuple:
         (pos, wk), (_, recs) = item
         return (pos, -len(recs), run_shape(recs[0]) != "640x640", row_sort(wk[:5]), run_shape(recs[0]))
 
     return [v for _, v in sorted(groups.items(), key=rank)]
 
 
-def _has_stages(rec: dict) -> bool:
-    return isinstance(rec.get("stages_ms"), dict) and any(
-        number(rec, f"stages_ms.{s}") is not None for s in STAGES
-    )
+def _has_stages(rec: CellRecord) -> bool:
+    return isinstance(rec.stages_ms, dict) and any(number(rec.stages_ms, s) is not None for s in STAGES)
 
 
 def stage_breakdown(indexes: list[RunIndex]) -> PlotView:
@@ -87,12 +89,12 @@ def stage_breakdown(indexes: list[RunIndex]) -> PlotView:
             labels: list[str] = []
             for n, rec in enumerate(recs):
                 y_model, y_e2e = 2 * n, 2 * n + 1
-                model = number(rec, "latency_ms.p50")
+                model = p50(rec)
                 if model is not None:
                     ax.barh(y_model, model, height=0.7, color=STAGE_COLORS["model"], hatch="///", alpha=0.55)
                 left = 0.0
                 for stage in STAGES:
-                    v = number(rec, f"stages_ms.{stage}")
+                    v = number(rec.stages_ms, stage)
                     if v is not None and v > 0:
                         ax.barh(y_e2e, v, left=left, height=0.7, color=STAGE_COLORS[stage])
                         left += v
@@ -112,13 +114,13 @@ def stage_breakdown(indexes: list[RunIndex]) -> PlotView:
         return PlotView(key, title, caption, svg=to_svg(fig, key))
 
 
-def _scenario_group(idx: RunIndex) -> list[dict]:
+def _scenario_group(idx: RunIndex) -> list[CellRecord]:
     """The machine's cells of the workload with the most backends that ran more than single-stream."""
-    groups = _workload_groups([idx], lambda r: isinstance(r.get("scenarios"), dict) and bool(r["scenarios"]))
+    groups = _workload_groups([idx], lambda r: isinstance(r.scenarios, dict) and bool(r.scenarios))
     return groups[0][1] if groups else []
 
 
-def _points(rec: dict) -> dict[str, list[tuple[float, float, bool]]]:
+def _points(rec: CellRecord) -> dict[str, list[tuple[float, float, bool]]]:
     """(images/s, p99 ms, passed) per scenario of one cell; offline has no latency (its p99 is NaN)."""
     out: dict[str, list[tuple[float, float, bool]]] = {}
     single, multi = result(rec, "single-stream") or {}, result(rec, "multi-stream") or {}

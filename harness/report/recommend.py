@@ -22,11 +22,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from harness.core.record import CellRecord
 from harness.measure.stats import Interval
 from harness.report.deploy_cases import clean_state, dynamic_inputs, simplest
 from harness.report.fmt import fmt_bytes, fmt_num
 from harness.report.index import RunIndex, export_only_backends, row_sort, workload_key
-from harness.report.load import number, run_shape
+from harness.report.load import finite, number, p50, run_shape
 from harness.report.paired import latency_interval
 from harness.report.picks import (
     ACCURACY_FLOORS,
@@ -61,18 +62,23 @@ __all__ = [
 ]
 
 
-def _is_gpu(rec: dict) -> bool:
-    return str(rec.get("device") or "cpu") != "cpu"
+def _is_gpu(rec: CellRecord) -> bool:
+    return str(rec.device or "cpu") != "cpu"
 
 
-def _ms(rec: dict, path: str = "latency_ms.p50") -> str:
-    v = number(rec, path)
+def _latency(rec: CellRecord, name: str) -> float | None:
+    """One figure of the record's model-only latency (`p50`, `p99`, `rounds`), or None."""
+    return finite(getattr(rec.latency_ms, name)) if rec.latency_ms else None
+
+
+def _ms(rec: CellRecord, name: str = "p50") -> str:
+    v = _latency(rec, name)
     return f"{fmt_num(v)} ms" if v is not None else "n/a"
 
 
-def throughput_interval(rec: dict) -> Interval | None:
+def throughput_interval(rec: CellRecord) -> Interval | None:
     """images/s at the ends of the p50 interval (batch x 1000 / p50)."""
-    ci, batch = latency_interval(rec), rec.get("batch")
+    ci, batch = latency_interval(rec), rec.batch
     if ci is None or not isinstance(batch, int) or ci.lo <= 0:
         return None
     return Interval(batch * 1000.0 / ci.hi, batch * 1000.0 / ci.lo, ci.level)
@@ -85,17 +91,18 @@ class RankedUseCase:
     key: str
     title: str
     criterion: str
-    pool: Callable[[dict], bool]  # the cells that could have qualified (for the "none qualifies" reason)
-    qualifies: Callable[[dict], bool]
-    metric: Callable[[dict], float | None]
+    # the cells that could have qualified (for the "none qualifies" reason)
+    pool: Callable[[CellRecord], bool]
+    qualifies: Callable[[CellRecord], bool]
+    metric: Callable[[CellRecord], float | None]
     higher_is_better: bool
     what: str  # how the pool is named in the "none qualifies" reason
     metric_name: str
-    numbers: Callable[[dict], str]
+    numbers: Callable[[CellRecord], str]
     group_batch: bool = True  # False: cells of any batch compete (throughput)
     scoped: bool = False  # a timing figure: only cells of one timing scope compete
-    interval: Callable[[dict], Interval | None] | None = None  # the metric's confidence interval (ties)
-    figure: Callable[[dict], str] = lambda r: ""  # the short figure of a pick (the first screen)
+    interval: Callable[[CellRecord], Interval | None] | None = None  # the metric's confidence interval (ties)
+    figure: Callable[[CellRecord], str] = lambda r: ""  # the short figure of a pick (the first screen)
     capped: bool = True  # False: the memory cap cannot be checked (export-only artifacts do not run here)
 
 
@@ -143,12 +150,12 @@ def _ranked(
     gkey, members = min(groups.items(), key=group_rank)
     sign = -1.0 if case.higher_is_better else 1.0
     best: dict[tuple, Cand] = {}
-    for i, r in sorted(members, key=lambda c: (sign * (value(c[1]) or 0.0), str(c[1].get("cell_id")))):
+    for i, r in sorted(members, key=lambda c: (sign * (value(c[1]) or 0.0), str(c[1].cell_id))):
         best.setdefault(entrant(i, r), (i, r))
     ranked = list(best.values())
     workload = workload_label(ranked[0][1])
     if not case.group_batch:
-        workload = workload.replace(f" · b{ranked[0][1].get('batch')} ·", " · any batch ·")
+        workload = workload.replace(f" · b{ranked[0][1].batch} ·", " · any batch ·")
     if case.scoped:
         workload += f" · timing scope {_scope(ranked[0][1])}"
     base |= {"workload": workload, "set_aside": _set_aside(groups, gkey, case) if case.scoped else None}
@@ -179,117 +186,113 @@ def _set_aside(groups: dict[tuple, list[Cand]], chosen: tuple, case: RankedUseCa
     ]
     if not others:
         return None
-    said = ", ".join(sorted({f"{r.get('backend')} ({_scope(r)})" for _, r in others}))
+    said = ", ".join(sorted({f"{r.backend} ({_scope(r)})" for _, r in others}))
     return f"not ranked with these, timed over another scope: {said}"
 
 
-def _ci_text(rec: dict) -> str:
+def _ci_text(rec: CellRecord) -> str:
     ci = latency_interval(rec)
     if ci is None:
         return " (no interval: too few rounds)"
     return f" (95% CI {fmt_num(ci.lo)}-{fmt_num(ci.hi)})"
 
 
-def _latency_numbers(rec: dict) -> str:
-    rounds = number(rec, "latency_ms.rounds")
+def _latency_numbers(rec: CellRecord) -> str:
+    rounds = _latency(rec, "rounds")
     tail = f", {int(rounds)} rounds" if rounds is not None else ""
-    p99 = number(rec, "latency_ms.p99")
+    p99 = _latency(rec, "p99")
     if p99 is not None:
-        tail += f", p99 {_ms(rec, 'latency_ms.p99')}"
-    if (rec.get("latency_ms") or {}).get("unstable"):
+        tail += f", p99 {_ms(rec, 'p99')}"
+    if rec.latency_ms and rec.latency_ms.unstable:
         tail += ", unstable (rounds scattered)"
-    pr = rec.get("paired") or {}
-    if isinstance(pr.get("ratio"), int | float) and pr.get("reference") != rec.get("cell_id"):
+    pr = rec.paired or {}
+    if isinstance(pr.get("ratio"), int | float) and pr.get("reference") != rec.cell_id:
         ci = pr.get("ratio_ci")
         ci_text = f" [{fmt_num(ci[0])}-{fmt_num(ci[1])}]" if ci else ""
         tail += f", {fmt_num(pr['ratio'])}×{ci_text} the p50 of {pr.get('reference_backend')} (paired)"
     return f"p50 {_ms(rec)}{_ci_text(rec)}{tail}, timing scope {_scope(rec)}"
 
 
-def _scope(rec: dict) -> str:
-    scope = (
-        (rec.get("latency_ms") or {}).get("timing_scope") if isinstance(rec.get("latency_ms"), dict) else None
-    )
+def _scope(rec: CellRecord) -> str:
+    scope = rec.latency_ms.timing_scope if rec.latency_ms else None
     return str(scope or "n/a")
 
 
-def _throughput_numbers(rec: dict) -> str:
-    ips = number(rec, "throughput_ips")
-    return (
-        f"{fmt_num(ips) if ips is not None else 'n/a'} images/s at batch {rec.get('batch')}, p50 {_ms(rec)}"
-    )
+def _throughput_numbers(rec: CellRecord) -> str:
+    ips = finite(rec.throughput_ips)
+    return f"{fmt_num(ips) if ips is not None else 'n/a'} images/s at batch {rec.batch}, p50 {_ms(rec)}"
 
 
-def _latency_figure(rec: dict) -> str:
+def _latency_figure(rec: CellRecord) -> str:
     scope = _scope(rec)
     return f"model-only p50 {_ms(rec)}" + (f" (timing scope {scope})" if scope != "model" else "")
 
 
-def _throughput_figure(rec: dict) -> str:
-    ips = number(rec, "throughput_ips")
-    return f"{fmt_num(ips) if ips is not None else 'n/a'} img/s at batch {rec.get('batch')}, model only"
+def _throughput_figure(rec: CellRecord) -> str:
+    ips = finite(rec.throughput_ips)
+    return f"{fmt_num(ips) if ips is not None else 'n/a'} img/s at batch {rec.batch}, model only"
 
 
-def _export_figure(rec: dict) -> str:
-    d, f = number(rec, "ops.delegated"), number(rec, "ops.fallback")
+def _export_figure(rec: CellRecord) -> str:
+    d, f = number(rec.ops, "delegated"), number(rec.ops, "fallback")
     return f"{int(d or 0)} of {int((d or 0) + (f or 0))} ops delegated, export only"
 
 
-def _export_numbers(rec: dict) -> str:
-    delegated, fallback = number(rec, "ops.delegated"), number(rec, "ops.fallback")
+def _export_numbers(rec: CellRecord) -> str:
+    delegated, fallback = number(rec.ops, "delegated"), number(rec.ops, "fallback")
     parts = []
     if delegated is not None and fallback is not None:
         parts.append(f"{int(delegated)} of {int(delegated + fallback)} ops delegated")
-    size = number(rec, "artifact_bytes")
+    size = finite(rec.artifact_bytes)
     if size is not None:
         parts.append(f"artifact {fmt_bytes(size)}")
-    export_s = number(rec, "export_s")
+    export_s = finite(rec.export_s)
     if export_s is not None:
         parts.append(f"export {fmt_num(export_s)} s")
     return ", ".join(parts) or "exported (no op counts recorded)"
 
 
-def _delegated_fraction(rec: dict) -> float | None:
+def _delegated_fraction(rec: CellRecord) -> float | None:
     """Share of operators delegated; None (not ranked: unknown is not "none delegated") without op counts."""
-    d, f = number(rec, "ops.delegated"), number(rec, "ops.fallback")
+    d, f = number(rec.ops, "delegated"), number(rec.ops, "fallback")
     if d is None or f is None or d + f <= 0:
         return None
     return d / (d + f)
 
 
-def _metric(path: str) -> Callable[[dict], float | None]:
-    return lambda r: number(r, path)
+def _throughput(r: CellRecord) -> float | None:
+    return finite(r.throughput_ips)
 
 
-def _ok_b1(r: dict) -> bool:
-    return r.get("status") == "ok" and r.get("batch") == 1
+def _ok_b1(r: CellRecord) -> bool:
+    return r.status == "ok" and r.batch == 1
 
 
-def _runnable(r: dict) -> bool:
-    return r.get("backend") not in export_only_backends()
+def _runnable(r: CellRecord) -> bool:
+    return r.backend not in export_only_backends()
 
 
 USE_CASES = {
     "gpu-latency": RankedUseCase(
         "gpu-latency", "Lowest-latency batch-1 GPU server", "lowest model-only p50 at batch 1 on a GPU device",
-        lambda r: _is_gpu(r) and _runnable(r), _ok_b1, _metric("latency_ms.p50"), False, "GPU", "p50",
+        lambda r: _is_gpu(r) and _runnable(r), _ok_b1, p50, False, "GPU", "p50",
         _latency_numbers, scoped=True, interval=latency_interval, figure=_latency_figure,
     ),
     "gpu-throughput": RankedUseCase(
         "gpu-throughput", "Highest-throughput GPU", "highest model-only images/s on a GPU device, any batch",
-        lambda r: _is_gpu(r) and _runnable(r), lambda r: r.get("status") == "ok", _metric("throughput_ips"), True,
+        lambda r: _is_gpu(r) and _runnable(r), lambda r: r.status == "ok", _throughput, True,
         "GPU", "throughput", _throughput_numbers, group_batch=False, scoped=True, interval=throughput_interval,
         figure=_throughput_figure,
     ),
     "cpu-edge": RankedUseCase(
         "cpu-edge", "CPU-only edge", "lowest model-only p50 at batch 1 on the CPU",
-        lambda r: not _is_gpu(r) and _runnable(r), _ok_b1, _metric("latency_ms.p50"), False, "CPU", "p50",
+        lambda r: not _is_gpu(r) and _runnable(r), _ok_b1, p50, False, "CPU", "p50",
         _latency_numbers, scoped=True, interval=latency_interval, figure=_latency_figure,
     ),
     "mobile-embedded": RankedUseCase(
         "mobile-embedded", "Mobile and embedded targets (export-only)",
         "exported artifact with the largest share of operators delegated to the target (no runtime here)",
-        lambda r: r.get("status") == "exported" or not _runnable(r), lambda r: r.get("status") == "exported",
+        lambda r: r.status == "exported" or not _runnable(r), lambda r: r.status == "exported",
         _delegated_fraction, True, "export-only", "delegation count", _export_numbers, figure=_export_figure,
         capped=False,
     ),

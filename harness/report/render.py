@@ -15,6 +15,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from harness.core.record import CellRecord
 from harness.report.claims import evaluate
 from harness.report.decision import absent_devices, anchor, decision_rows, machine_columns
 from harness.report.decision_json import decision_json
@@ -78,8 +79,8 @@ class LogLinks:
     def __init__(self, report_dir: Path) -> None:
         self.report_dir = report_dir.resolve()
 
-    def __call__(self, idx: RunIndex, rec: dict) -> str | None:
-        return self.file(idx, rec.get("log"))
+    def __call__(self, idx: RunIndex, rec: CellRecord) -> str | None:
+        return self.file(idx, rec.log)
 
     def file(self, idx: RunIndex, rel: object) -> str | None:
         """The link to `rel`, a path a record holds relative to its run directory (a log, LoadGen's summary)."""
@@ -104,7 +105,7 @@ def operators_html(indexes: list[RunIndex]) -> Markup | None:
             raise  # the module is there and broken: that is a bug to see, not a section to leave out
         return None
     # The cells and remedy attempts that ran: a skipped cell has no operators to show, only its skip reason.
-    records = [r for idx in indexes for r in idx.all_records() if r.get("status") != "skipped"]
+    records = [r for idx in indexes for r in idx.all_records() if r.status != "skipped"]
     # Markup: the fragment is HTML the operator module built and escaped, as the plots' SVG is ours.
     return Markup(render_operators(records))
 

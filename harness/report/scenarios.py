@@ -1,4 +1,4 @@
-"""The end-to-end and scenario fields of a record, read tolerantly, and the two tables that show them.
+"""The end-to-end and scenario fields of a record (a CellRecord), read tolerantly, and the two tables that show them.
 
 A cell that ran ok carries `latency_e2e_ms` (the `latency_ms` shape, timing scope `end-to-end`: preprocess, host-
 device copies, model and post-processing), `stages_ms` (the p50 of each stage, null where a stage does not exist),
@@ -16,12 +16,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.core.record import CellRecord
 from harness.core.results_dir import dig
 from harness.measure.stats import Interval
 from harness.report.fmt import Notes, Shown, fmt_num
 from harness.report.fmt import field as show_field
 from harness.report.index import RunIndex, backend_order, order_key, row_sort, workload_key
-from harness.report.load import null_reason, number
+from harness.report.load import finite, null_reason, number
 from harness.report.matrix import LogHref, machine_label, row_label
 
 log = logging.getLogger(__name__)
@@ -32,17 +33,17 @@ CAMERA_FPS = 30
 FRAME_MS = 1000.0 / CAMERA_FPS  # the frame time a camera use case must keep its end-to-end p99 within
 
 
-def result(rec: dict, name: str) -> dict | None:
+def result(rec: CellRecord, name: str) -> dict | None:
     """The cell's result of scenario `name`: from `scenarios`, or its own `scenario_result` when that is the one."""
-    every = rec.get("scenarios")
+    every = rec.scenarios
     if isinstance(every, dict) and isinstance(every.get(name), dict):
         return every[name]
-    if rec.get("scenario") == name and isinstance(rec.get("scenario_result"), dict):
-        return rec["scenario_result"]
+    if rec.scenario == name and isinstance(rec.scenario_result, dict):
+        return rec.scenario_result
     return None
 
 
-def has_any(rec: dict) -> bool:
+def has_any(rec: CellRecord) -> bool:
     """Whether the record carries any scenario result (a record from before the scenarios has none)."""
     return any(result(rec, name) is not None for name in SCENARIOS)
 
@@ -66,17 +67,19 @@ def span(res: dict | None, key: str) -> Interval | None:
     return Interval(float(lo), float(hi))
 
 
-def e2e_p99(rec: dict) -> float | None:
+def e2e_p99(rec: CellRecord) -> float | None:
     """The end-to-end p99 (ms) of single-stream queries, else the one of `latency_e2e_ms`."""
     value = number(result(rec, "single-stream") or {}, "p99")
-    return value if value is not None else number(rec, "latency_e2e_ms.p99")
+    if value is not None:
+        return value
+    return finite(rec.latency_e2e_ms.p99) if rec.latency_e2e_ms else None
 
 
-def e2e_p99_interval(rec: dict) -> Interval | None:
+def e2e_p99_interval(rec: CellRecord) -> Interval | None:
     return span(result(rec, "single-stream"), "p99_interval")
 
 
-def missed_share(rec: dict, fps: int = CAMERA_FPS) -> float | None:
+def missed_share(rec: CellRecord, fps: int = CAMERA_FPS) -> float | None:
     """The camera check's share of frames missed at `fps` (the frame's result came after the next frame)."""
     return number(result(rec, "camera") or {}, f"fps.{fps}.missed_share")
 
@@ -178,7 +181,7 @@ def _detail(name: str, res: dict) -> str:
 FileHref = Callable[[RunIndex, object], "str | None"]
 
 
-def _shown(idx: RunIndex, rec: dict, name: str, notes: Notes, files: FileHref | None) -> ScenarioShown:
+def _shown(idx: RunIndex, rec: CellRecord, name: str, notes: Notes, files: FileHref | None) -> ScenarioShown:
     res = result(rec, name)
     if res is None:
         return ScenarioShown(name, "—", "not run for this cell", None, "")
@@ -195,22 +198,22 @@ def _shown(idx: RunIndex, rec: dict, name: str, notes: Notes, files: FileHref | 
     return ScenarioShown(name, text, _detail(name, res), valid, rule, loadgen_href=href)
 
 
-def _sorted_cells(idx: RunIndex, keep) -> list[dict]:
+def _sorted_cells(idx: RunIndex, keep: Callable[[CellRecord], object]) -> list[CellRecord]:
     recs = [r for r in idx.cells if keep(r)]
     order = backend_order()
     return sorted(
         recs,
         key=lambda r: (
-            (r.get("height") or 0) * (r.get("width") or 0),
+            (r.height or 0) * (r.width or 0),
             row_sort(workload_key(r)[:5]),
-            str(r.get("device")),
-            order_key(r.get("backend"), order),
+            r.device,
+            order_key(r.backend, order),
         ),
     )
 
 
-def _workload(rec: dict) -> str:
-    return f"{row_label(workload_key(rec)[:5])} · {rec.get('height')}x{rec.get('width')}"
+def _workload(rec: CellRecord) -> str:
+    return f"{row_label(workload_key(rec)[:5])} · {rec.height}x{rec.width}"
 
 
 def scenario_rows(
@@ -220,15 +223,15 @@ def scenario_rows(
     and (`files`: run-relative path -> link) LoadGen's summary of each scenario LoadGen ran."""
     rows = []
     for idx in indexes:
-        for rec in _sorted_cells(idx, lambda r: isinstance(r.get("scenarios"), dict) and r["scenarios"]):
+        for rec in _sorted_cells(idx, lambda r: isinstance(r.scenarios, dict) and r.scenarios):
             rows.append(
                 ScenarioRow(
                     run_number=idx.position + 1,
                     machine=machine_label(idx, indexes),
-                    cell_id=str(rec.get("cell_id")),
+                    cell_id=rec.cell_id,
                     workload=_workload(rec),
-                    backend=str(rec.get("backend")),
-                    device=str(rec.get("device")),
+                    backend=rec.backend,
+                    device=rec.device,
                     scenarios=[_shown(idx, rec, name, notes, files) for name in SCENARIOS],
                     log_href=href(idx, rec),
                 )
@@ -253,17 +256,15 @@ class E2ERow:
     post_ref: int = 0  # the number of `postprocess` among the table's post-processing notes
 
 
-def _gap(rec: dict, notes: Notes) -> Shown:
-    gap = number(rec, "e2e.gap")
+def _gap(rec: CellRecord, notes: Notes) -> Shown:
+    gap = number(rec.e2e, "gap")
     if gap is None:
         return notes.na(null_reason(rec, "e2e.gap"))
     return Shown(f"{100 * gap:+.1f}%", gap)
 
 
-def _has_e2e(rec: dict) -> bool:
-    return rec.get("status") == "ok" and (
-        isinstance(rec.get("latency_e2e_ms"), dict) or isinstance(rec.get("stages_ms"), dict)
-    )
+def _has_e2e(rec: CellRecord) -> bool:
+    return rec.status == "ok" and (rec.latency_e2e_ms is not None or isinstance(rec.stages_ms, dict))
 
 
 def e2e_rows(indexes: list[RunIndex], notes: Notes) -> list[E2ERow]:
@@ -271,27 +272,28 @@ def e2e_rows(indexes: list[RunIndex], notes: Notes) -> list[E2ERow]:
     rows = []
     for idx in indexes:
         for rec in _sorted_cells(idx, _has_e2e):
+            model, e2e = rec.latency_ms, rec.latency_e2e_ms
             values = {
-                "model_p50": show_field(rec, "latency_ms.p50", notes),
-                "e2e_p50": show_field(rec, "latency_e2e_ms.p50", notes),
-                "e2e_p99": show_field(rec, "latency_e2e_ms.p99", notes),
-                **{s: show_field(rec, f"stages_ms.{s}", notes) for s in STAGES},
-                "sum": show_field(rec, "e2e.stage_sum_ms", notes),
-                "wall": show_field(rec, "e2e.wall_ms", notes),
+                "model_p50": show_field(rec, "latency_ms.p50", model.p50 if model else None, notes),
+                "e2e_p50": show_field(rec, "latency_e2e_ms.p50", e2e.p50 if e2e else None, notes),
+                "e2e_p99": show_field(rec, "latency_e2e_ms.p99", e2e.p99 if e2e else None, notes),
+                **{s: show_field(rec, f"stages_ms.{s}", dig(rec.stages_ms, s), notes) for s in STAGES},
+                "sum": show_field(rec, "e2e.stage_sum_ms", dig(rec.e2e, "stage_sum_ms"), notes),
+                "wall": show_field(rec, "e2e.wall_ms", dig(rec.e2e, "wall_ms"), notes),
                 "gap": _gap(rec, notes),
             }
-            held = dig(rec, "e2e.check.held")
+            held = dig(rec.e2e, "check.held")
             rows.append(
                 E2ERow(
                     run_number=idx.position + 1,
                     machine=machine_label(idx, indexes),
-                    cell_id=str(rec.get("cell_id")),
+                    cell_id=rec.cell_id,
                     workload=_workload(rec),
-                    backend=str(rec.get("backend")),
-                    device=str(rec.get("device")),
+                    backend=rec.backend,
+                    device=rec.device,
                     values=values,
-                    postprocess=str(dig(rec, "e2e.postprocess") or null_reason(rec, "e2e.postprocess")),
-                    check=str(dig(rec, "e2e.check.rule") or "no check recorded"),
+                    postprocess=str(dig(rec.e2e, "postprocess") or null_reason(rec, "e2e.postprocess")),
+                    check=str(dig(rec.e2e, "check.rule") or "no check recorded"),
                     check_held=held if isinstance(held, bool) else None,
                 )
             )

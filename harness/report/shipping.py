@@ -15,6 +15,7 @@ import logging
 import re
 from dataclasses import replace
 
+from harness.core.record import CellRecord
 from harness.measure.stats import Interval
 from harness.report import paired
 from harness.report.candidates import (
@@ -60,7 +61,7 @@ def _rate_own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
     return (fig.text if fig.source == SCREEN else "no rate tried kept the p99 within the bound", 1.0)
 
 
-def _server_figure(rec: dict, cons: Constraints, ctx: dict) -> Figure | None:
+def _server_figure(rec: CellRecord, cons: Constraints, ctx: dict) -> Figure | None:
     return server_figure(rec, cons.server_bound_ms or _recorded_bound(ctx), ctx["server"])
 
 
@@ -117,14 +118,14 @@ def _context(idx: RunIndex) -> dict:
     }
 
 
-def result_bound(rec: dict) -> float | None:
+def result_bound(rec: CellRecord) -> float | None:
     from harness.report.load import number
     from harness.report.scenarios import result
 
     return number(result(rec, "server") or {}, "bound_ms")
 
 
-def _invalid(rec: dict, scenario: str, fig: Figure) -> str | None:
+def _invalid(rec: CellRecord, scenario: str, fig: Figure) -> str | None:
     from harness.report.scenarios import result
 
     res = result(rec, scenario) or {}
@@ -144,7 +145,7 @@ def decide(case: ShipCase, idx: RunIndex, indexes: list[RunIndex], cons: Constra
     dec = Decision(case, cons, idx, machine_label(idx, indexes))
     passing: list[Scored] = []
     for cand in candidates(idx):
-        if case.batch1 and cand.rec.get("batch") != 1:
+        if case.batch1 and cand.rec.batch != 1:
             continue
         fig = case.figure(cand.rec, cons, ctx)
         if fig is None:
@@ -159,7 +160,7 @@ def decide(case: ShipCase, idx: RunIndex, indexes: list[RunIndex], cons: Constra
         else:
             passing.append(s)
     sign = -1.0 if case.higher_is_better else 1.0
-    ranked = sorted(passing, key=lambda s: (sign * s.fig.value, str(s.cand.rec.get("cell_id"))))
+    ranked = sorted(passing, key=lambda s: (sign * s.fig.value, str(s.cand.rec.cell_id)))
     n = len(ranked) + len({id(m.scored) for m in dec.misses})
     if not ranked:
         dec.nearest = nearest_miss(dec)
@@ -195,15 +196,15 @@ def _misses(case: ShipCase, s: Scored, cons: Constraints) -> list[Miss]:
     return out
 
 
-def _shortfall(r: Rejection, rec: dict, cons: Constraints) -> float:
-    from harness.report.load import number
+def _shortfall(r: Rejection, rec: CellRecord, cons: Constraints) -> float:
+    from harness.report.load import finite, number
 
     if r.constraint == "accuracy floor":
-        floor = (cons.floors or {}).get(str(rec.get("precision_requested")))
-        ratio = number(rec, "accuracy.ratio")
+        floor = (cons.floors or {}).get(str(rec.precision_requested))
+        ratio = number(rec.accuracy, "ratio")
         return (floor - ratio) / floor if floor and ratio is not None else 1.0
     if r.constraint == "memory cap" and cons.memory_cap_mib:
-        mem = number(rec, "memory.host_peak_rss_mib")
+        mem = finite(rec.memory.host_peak_rss_mib) if rec.memory else None
         return (mem - cons.memory_cap_mib) / cons.memory_cap_mib if mem is not None else 1.0
     return 10.0  # excluded by the user's own choice (--min-shape): never the nearest miss if another is near
 
@@ -266,10 +267,10 @@ def _pick(s: Scored, machine: str) -> Pick:
     acc = s.cand.accuracy
     note = acc.text() + (f"; {acc.cost}" if acc.cost else "")
     return Pick(
-        str(rec.get("backend")),
-        str(rec.get("device")),
+        str(rec.backend),
+        str(rec.device),
         machine,
-        str(rec.get("cell_id")),
+        str(rec.cell_id),
         _numbers(s),
         f"{s.cand.short()} · {figure_words(s)}",
         note,

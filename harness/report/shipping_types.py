@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.core.record import CellRecord
 from harness.report.candidates import Candidate, Figure
 from harness.report.index import RunIndex
 from harness.report.picks import Constraints, Rejection
@@ -37,7 +38,8 @@ class ShipCase:
     title: Callable[[Constraints], str]
     objective: str
     constraint: Callable[[Constraints], str]
-    figure: Callable[[dict, Constraints, dict], Figure | None]  # (record, constraints, per-machine context)
+    # the candidate's figure: (record, constraints, per-machine context)
+    figure: Callable[[CellRecord, Constraints, dict], Figure | None]
     own: Callable[[Figure, Constraints], tuple[str, float] | None]  # the own constraint's failure, shortfall
     higher_is_better: bool
     batch1: bool

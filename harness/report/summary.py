@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.core.results_dir import dig
 from harness.report.index import RunIndex
-from harness.report.load import number
+from harness.report.load import finite, p50
 
 log = logging.getLogger(__name__)
 
@@ -24,18 +24,16 @@ def summary_json(content: dict[str, Any], indexes: list[RunIndex]) -> str:
             cells.append(
                 {
                     "run_id": idx.run.run_id,
-                    "cell_id": rec.get("cell_id"),
-                    "backend": rec.get("backend"),
-                    "device": rec.get("device"),
-                    "status": rec.get("status"),
-                    "failure_class": dig(rec, "failure.class"),
-                    "remedy": rec.get("remedy"),
-                    "remedy_of": rec.get("remedy_of"),
-                    "remedy_works": idx.working_remedy(rec) is not None
-                    if rec.get("status") != "ok"
-                    else None,
-                    "p50_ms": number(rec, "latency_ms.p50"),
-                    "throughput_ips": number(rec, "throughput_ips"),
+                    "cell_id": rec.cell_id,
+                    "backend": rec.backend,
+                    "device": rec.device,
+                    "status": rec.status,
+                    "failure_class": dig(rec.failure, "class"),
+                    "remedy": rec.remedy,
+                    "remedy_of": rec.remedy_of,
+                    "remedy_works": idx.working_remedy(rec) is not None if rec.status != "ok" else None,
+                    "p50_ms": p50(rec),
+                    "throughput_ips": finite(rec.throughput_ips),
                 }
             )
     doc = {

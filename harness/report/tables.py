@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.core.record import CellRecord
 from harness.core.results_dir import dig
 from harness.report import paired
 from harness.report.fmt import Notes, Shown, derived, fmt_num
 from harness.report.fmt import field as show_field
 from harness.report.index import REFERENCE_BACKEND, RunIndex, row_sort
-from harness.report.load import is_failed, null_reason, number, run_shape
+from harness.report.load import finite, is_failed, null_reason, number, run_shape
+from harness.report.load import p50 as model_p50
 from harness.report.matrix import LogHref, anchor_for, machine_label, row_label
 
 log = logging.getLogger(__name__)
@@ -53,7 +56,7 @@ def verdicts(indexes: list[RunIndex]) -> list[Verdicts]:
         classes: Counter[str] = Counter()
         for rec in idx.cells:
             v.total += 1
-            status = rec.get("status")
+            status = rec.status
             if status == "ok":
                 v.ok += 1
             elif status == "skipped":
@@ -62,7 +65,7 @@ def verdicts(indexes: list[RunIndex]) -> list[Verdicts]:
                 v.exported += 1
             elif is_failed(rec):
                 v.failed += 1
-                classes[str(dig(rec, "failure.class") or "unknown")] += 1
+                classes[str(dig(rec.failure, "class") or "unknown")] += 1
                 if idx.working_remedy(rec) is not None:
                     v.remedied += 1
         v.failed_by_class = dict(sorted(classes.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -107,46 +110,69 @@ class Row:
     source_ref: int = 0  # the number of `memory_source` among the memory table's sources
 
 
-LATENCY_FIELDS = (
-    ("p50", "latency_ms.p50"),
-    ("p90", "latency_ms.p90"),
-    ("p99", "latency_ms.p99"),
-    ("throughput", "throughput_ips"),
-    ("first_run", "first_run_ms"),
-    ("export_s", "export_s"),
-    ("load_s", "load_s"),
+#: a table column: its name, the record field it shows (a dotted path: its null reason's key) and how to read it
+TableField = tuple[str, str, Callable[[CellRecord], object]]
+
+LATENCY_FIELDS: tuple[TableField, ...] = (
+    ("p50", "latency_ms.p50", lambda r: r.latency_ms.p50 if r.latency_ms else None),
+    ("p90", "latency_ms.p90", lambda r: r.latency_ms.p90 if r.latency_ms else None),
+    ("p99", "latency_ms.p99", lambda r: r.latency_ms.p99 if r.latency_ms else None),
+    ("throughput", "throughput_ips", lambda r: r.throughput_ips),
+    ("first_run", "first_run_ms", lambda r: r.first_run_ms),
+    ("export_s", "export_s", lambda r: r.export_s),
+    ("load_s", "load_s", lambda r: r.load_s),
 )
-MEMORY_FIELDS = (
-    ("host_peak", "memory.host_peak_rss_mib"),
-    ("host_delta", "memory.host_peak_delta_mib"),
-    ("device_used", "memory.device_peak_used_mib"),
-    ("device_process", "memory.device_peak_process_mib"),
-    ("torch_allocated", "memory.torch_max_allocated_mib"),
-    ("torch_reserved", "memory.torch_max_reserved_mib"),
-    ("energy", "energy.per_inference_j"),
+MEMORY_FIELDS: tuple[TableField, ...] = (
+    ("host_peak", "memory.host_peak_rss_mib", lambda r: r.memory.host_peak_rss_mib if r.memory else None),
+    (
+        "host_delta",
+        "memory.host_peak_delta_mib",
+        lambda r: r.memory.host_peak_delta_mib if r.memory else None,
+    ),
+    (
+        "device_used",
+        "memory.device_peak_used_mib",
+        lambda r: r.memory.device_peak_used_mib if r.memory else None,
+    ),
+    (
+        "device_process",
+        "memory.device_peak_process_mib",
+        lambda r: r.memory.device_peak_process_mib if r.memory else None,
+    ),
+    (
+        "torch_allocated",
+        "memory.torch_max_allocated_mib",
+        lambda r: r.memory.torch_max_allocated_mib if r.memory else None,
+    ),
+    (
+        "torch_reserved",
+        "memory.torch_max_reserved_mib",
+        lambda r: r.memory.torch_max_reserved_mib if r.memory else None,
+    ),
+    ("energy", "energy.per_inference_j", lambda r: r.energy.per_inference_j if r.energy else None),
 )
 
 
-def _sources(rec: dict) -> str:
+def _sources(rec: CellRecord) -> str:
     """How the memory figures were read, and the energy figure where it has its own source."""
-    text = str(dig(rec, "memory.source") or "n/a")
-    energy = dig(rec, "energy.source")
+    text = str((rec.memory.source if rec.memory else None) or "n/a")
+    energy = rec.energy.source if rec.energy else None
     return f"{text}; energy: {energy}" if energy else text
 
 
-def speedup(idx: RunIndex, rec: dict, notes: Notes) -> Shown:
+def speedup(idx: RunIndex, rec: CellRecord, notes: Notes) -> Shown:
     """torch-eager's p50 over this p50, same workload and device in the same run: the paired ratio measured
     interleaved (harness.report.paired), with its 95% interval; the ratio of separate p50s only for cells that were
     not timed together (said in the cell)."""
-    if rec.get("backend") == REFERENCE_BACKEND:
+    if rec.backend == REFERENCE_BACKEND:
         return Shown("ref", 1.0)
-    p50 = number(rec, "latency_ms.p50")
+    p50 = model_p50(rec)
     if p50 is None or p50 <= 0:
         return notes.na(null_reason(rec, "latency_ms.p50"))
     eager = idx.eager_for(rec)
     r = paired.ratio(rec, eager) if eager else None
     if r is None:
-        return notes.na(f"no torch-eager cell ran ok for this workload on {rec.get('device')}")
+        return notes.na(f"no torch-eager cell ran ok for this workload on {rec.device}")
     text = fmt_num(1.0 / r.value, 3) + "×"
     if r.ci is not None:
         text += f" [{fmt_num(1.0 / r.ci[1], 3)}–{fmt_num(1.0 / r.ci[0], 3)}]"
@@ -155,36 +181,36 @@ def speedup(idx: RunIndex, rec: dict, notes: Notes) -> Shown:
     return Shown(text, 1.0 / r.value)
 
 
-def p50_spread(rec: dict, notes: Notes) -> tuple[Shown, Shown]:
+def p50_spread(rec: CellRecord, notes: Notes) -> tuple[Shown, Shown]:
     """The p50's 95% interval and the rounds it rests on (marked when the rounds scattered: `unstable`)."""
-    lat = rec.get("latency_ms") if isinstance(rec.get("latency_ms"), dict) else {}
-    ci = lat.get("p50_ci")
+    lat = rec.latency_ms
+    ci = lat.p50_ci if lat else None
     if isinstance(ci, list) and len(ci) == 2:
         shown_ci = Shown(f"{fmt_num(ci[0], 3)}–{fmt_num(ci[1], 3)}", ci[0])
     else:
         shown_ci = notes.na(null_reason(rec, "latency_ms.p50_ci"))
-    rounds = number(rec, "latency_ms.rounds")
-    if rounds is None:
+    rounds = finite(lat.rounds) if lat else None
+    if lat is None or rounds is None:
         return shown_ci, notes.na(null_reason(rec, "latency_ms.rounds"))
     text = str(int(rounds))
-    if lat.get("unstable"):
-        text += f" unstable ({fmt_num(100 * float(lat.get('scatter') or 0), 2)}% scatter)"
+    if lat.unstable:
+        text += f" unstable ({fmt_num(100 * float(lat.scatter or 0), 2)}% scatter)"
     return shown_ci, Shown(text, rounds)
 
 
-def accuracy_shown(rec: dict, notes: Notes) -> Shown:
+def accuracy_shown(rec: CellRecord, notes: Notes) -> Shown:
     """mAP50-95 over the PyTorch fp32 reference's on the same images, with the cell's mAP and its tier."""
-    ratio = number(rec, "accuracy.ratio")
+    ratio = number(rec.accuracy, "ratio")
     if ratio is None:
-        path = "accuracy.ratio" if isinstance(rec.get("accuracy"), dict) else "accuracy"
+        path = "accuracy.ratio" if isinstance(rec.accuracy, dict) else "accuracy"
         return notes.na(null_reason(rec, path))
-    acc = rec["accuracy"]
+    acc = rec.accuracy or {}
     return Shown(f"{ratio:.3f} ({fmt_num(acc.get('map50_95'), 3)}; {acc.get('tier')})", ratio)
 
 
-def achieved_gflops(rec: dict, notes: Notes) -> Shown:
+def achieved_gflops(rec: CellRecord, notes: Notes) -> Shown:
     """Published model GFLOPs (scaled to the shape) over measured p50: an estimate of achieved GFLOP/s."""
-    gflops, p50 = number(rec, "gflops"), number(rec, "latency_ms.p50")
+    gflops, p50 = finite(rec.gflops), model_p50(rec)
     if gflops is None:
         return notes.na(null_reason(rec, "gflops"))
     if p50 is None or p50 <= 0:
@@ -199,17 +225,17 @@ def trend_for(trends: dict, cell_id: str, machine_key: str | None):
     return trends.get(cell_id)
 
 
-def in_tables(rec: dict) -> bool:
+def in_tables(rec: CellRecord) -> bool:
     """Skipped and failed cells are explained in the matrix; the tables hold what was measured."""
-    status = rec.get("status")
+    status = rec.status
     return status in ("ok", "exported", "parity_failed") or (
-        status != "skipped" and number(rec, "latency_ms.p50") is not None
+        status != "skipped" and model_p50(rec) is not None
     )
 
 
 def has_compile_times(indexes: list[RunIndex]) -> bool:
     """Whether any record has a compile time (torch.compile, AOTInductor): the column is shown only then."""
-    return any(number(r, "compile_s") is not None for idx in indexes for r in idx.all_records())
+    return any(finite(r.compile_s) is not None for idx in indexes for r in idx.all_records())
 
 
 def measured_rows(
@@ -226,64 +252,53 @@ def measured_rows(
         recs = [r for r in idx.all_records() if in_tables(r)]
         recs.sort(
             key=lambda r: (
-                bool(r.get("dynamic")),
-                (r.get("height") or 0) * (r.get("width") or 0),
-                row_sort(
-                    (
-                        r.get("size"),
-                        r.get("task"),
-                        r.get("head"),
-                        r.get("batch"),
-                        r.get("precision_requested"),
-                    )
-                ),
-                str(r.get("device")),
-                str(r.get("backend")),
-                str(r.get("cell_id")),
+                bool(r.dynamic),
+                (r.height or 0) * (r.width or 0),
+                row_sort((r.size, r.task, r.head, r.batch, r.precision_requested)),
+                r.device,
+                r.backend,
+                r.cell_id,
             )
         )
         for rec in recs:
-            values = {name: show_field(rec, path, notes) for name, path in (*LATENCY_FIELDS, *MEMORY_FIELDS)}
+            values = {
+                name: show_field(rec, path, read(rec), notes)
+                for name, path, read in (*LATENCY_FIELDS, *MEMORY_FIELDS)
+            }
             if with_compile:
-                values["compile_s"] = show_field(rec, "compile_s", notes)
+                values["compile_s"] = show_field(rec, "compile_s", rec.compile_s, notes)
             values["speedup"] = speedup(idx, rec, notes)
             values["p50_ci"], values["rounds"] = p50_spread(rec, notes)
             values["gflops_s"] = achieved_gflops(rec, notes)
             values["accuracy"] = accuracy_shown(rec, notes)
-            requested, executed = rec.get("precision_requested"), rec.get("precision_executed")
-            precision = f"{requested} → {executed}" if executed and executed != requested else str(requested)
+            requested, executed = rec.precision_requested, rec.precision_executed
+            precision = f"{requested} → {executed}" if executed and executed != requested else requested
             if not executed:
                 precision = f"{requested} → n/a"
-            cid = str(rec.get("cell_id") or "")
+            cid = rec.cell_id or ""
             rows.append(
                 Row(
                     machine=machine,
                     run_number=idx.position + 1,
                     cell_id=cid,
-                    status=str(rec.get("status")),
-                    backend=str(rec.get("backend")),
-                    device=str(rec.get("device")),
-                    model=str(rec.get("model") or f"yolo26{rec.get('size')}"),
+                    status=rec.status,
+                    backend=rec.backend,
+                    device=rec.device,
+                    model=rec.model or f"yolo26{rec.size}",
                     shape=run_shape(rec),
-                    dynamic=bool(rec.get("dynamic")),
-                    batch=str(rec.get("batch")),
+                    dynamic=bool(rec.dynamic),
+                    batch=str(rec.batch),
                     precision=precision,
                     precision_mismatch=bool(executed and executed != requested),
-                    precision_source=str(
-                        rec.get("precision_source") or null_reason(rec, "precision_executed")
-                    ),
-                    remedy=(
-                        f"{rec.get('remedy')} (remedy of {rec.get('remedy_of')})"
-                        if rec.get("remedy_of")
-                        else ""
-                    )
-                    or str(rec.get("remedy") or ""),
+                    precision_source=rec.precision_source or null_reason(rec, "precision_executed"),
+                    remedy=(f"{rec.remedy} (remedy of {rec.remedy_of})" if rec.remedy_of else "")
+                    or (rec.remedy or ""),
                     values=values,
-                    timing_scope=str(dig(rec, "latency_ms.timing_scope") or "n/a"),
+                    timing_scope=(rec.latency_ms.timing_scope if rec.latency_ms else None) or "n/a",
                     memory_source=_sources(rec),
                     log_href=href(idx, rec),
                     trend=trend_for(trends or {}, cid, idx.run.machine_key),
-                    remedy_name=str(rec.get("remedy") or ""),
+                    remedy_name=rec.remedy or "",
                     group=_group(idx, rec),
                 )
             )
@@ -299,16 +314,10 @@ def memory_sources(rows: list[Row]) -> list[tuple[int, str]]:
     return sorted({(r.source_ref, r.memory_source) for r in rows if r.source_ref})
 
 
-def _group(idx: RunIndex, rec: dict) -> str:
+def _group(idx: RunIndex, rec: CellRecord) -> str:
     """`[1] yolo26n detect · e2e · b1 · fp32 · 640x640`: the run and workload a table row belongs to."""
-    dyn = " (dynamic artifact)" if rec.get("dynamic") else ""
-    key = (
-        rec.get("size"),
-        rec.get("task"),
-        rec.get("head"),
-        rec.get("batch"),
-        rec.get("precision_requested"),
-    )
+    dyn = " (dynamic artifact)" if rec.dynamic else ""
+    key = (rec.size, rec.task, rec.head, rec.batch, rec.precision_requested)
     return f"[{idx.position + 1}] {row_label(key)} · {run_shape(rec)}{dyn}"
 
 
@@ -346,31 +355,32 @@ def failures(indexes: list[RunIndex], href: LogHref) -> list[FailureView]:
         for rec in idx.all_records():
             if not is_failed(rec):
                 continue
-            cid = str(rec.get("cell_id") or "")
+            cid = rec.cell_id or ""
             attempts = []
             for r in idx.remedies.get(cid, []):
-                p50 = number(r, "latency_ms.p50")
+                p50 = model_p50(r)
                 attempts.append(
-                    f"{r.get('remedy') or 'unnamed remedy'}: {r.get('status')}"
+                    f"{r.remedy or 'unnamed remedy'}: {r.status}"
                     + (f", p50 {p50:.3g} ms" if p50 is not None else "")
-                    + (f" ({dig(r, 'failure.class')})" if dig(r, "failure.class") else "")
+                    + (f" ({dig(r.failure, 'class')})" if dig(r.failure, "class") else "")
                 )
-            ops, guards = dig(rec, "failure.ops"), dig(rec, "failure.guards")
+            failure = rec.failure
+            ops, guards = dig(failure, "ops"), dig(failure, "guards")
             out.append(
                 FailureView(
                     anchor=anchor_for(idx.position, cid),
                     machine=machine,
                     cell_id=cid,
-                    status=str(rec.get("status")),
-                    cls=str(dig(rec, "failure.class") or "unknown"),
-                    stage=str(dig(rec, "failure.stage") or "n/a"),
-                    exception_type=str(dig(rec, "failure.exception_type") or "n/a"),
-                    message=clip(dig(rec, "failure.message") or rec.get("reason") or "(no message recorded)"),
+                    status=rec.status,
+                    cls=str(dig(failure, "class") or "unknown"),
+                    stage=str(dig(failure, "stage") or "n/a"),
+                    exception_type=str(dig(failure, "exception_type") or "n/a"),
+                    message=clip(dig(failure, "message") or rec.reason or "(no message recorded)"),
                     ops=[str(o) for o in ops] if isinstance(ops, list) else [],
                     guards=[str(g) for g in guards] if isinstance(guards, list) else [],
-                    suggested_fix=str(dig(rec, "failure.suggested_fix") or ""),
+                    suggested_fix=str(dig(failure, "suggested_fix") or ""),
                     log_href=href(idx, rec),
-                    remedy_of=str(rec.get("remedy_of") or ""),
+                    remedy_of=rec.remedy_of or "",
                     remedies=attempts,
                 )
             )

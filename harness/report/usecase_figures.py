@@ -9,8 +9,10 @@ import logging
 import math
 from collections.abc import Callable
 
+from harness.core.record import CellRecord
 from harness.report.fmt import fmt_num
-from harness.report.load import number
+from harness.report.load import finite, number, p50
+from harness.report.picks import memory_figures
 from harness.report.scenarios import (
     CAMERA_FPS,
     FRAME_MS,
@@ -28,10 +30,10 @@ from harness.report.scenarios import (
 log = logging.getLogger(__name__)
 
 
-def invalid(name: str) -> Callable[[dict], str | None]:
+def invalid(name: str) -> Callable[[CellRecord], str | None]:
     """The scenario's own verdict: a result that is not valid under its rule (too few queries, ...)."""
 
-    def check(rec: dict) -> str | None:
+    def check(rec: CellRecord) -> str | None:
         res = result(rec, name) or {}
         if res.get("valid") is False:
             return (
@@ -44,7 +46,7 @@ def invalid(name: str) -> Callable[[dict], str | None]:
 
 
 # -- camera ------------------------------------------------------------------------------------------------------
-def camera_check(rec: dict) -> str | None:
+def camera_check(rec: CellRecord) -> str | None:
     p99 = e2e_p99(rec)
     if p99 is None:
         return "no end-to-end p99 recorded"
@@ -53,20 +55,20 @@ def camera_check(rec: dict) -> str | None:
     return None
 
 
-def camera_figure(rec: dict) -> str:
+def camera_figure(rec: CellRecord) -> str:
     missed = missed_share(rec)
     tail = f", {pct(missed)} of frames missed at {CAMERA_FPS} FPS" if missed is not None else ""
     return f"e2e p99 {fmt_num(e2e_p99(rec) or 0)} ms ≤ {fmt_num(FRAME_MS)} ms{tail}"
 
 
-def camera_numbers(rec: dict) -> str:
+def camera_numbers(rec: CellRecord) -> str:
     res = result(rec, "single-stream") or {}
     ci = span_text(e2e_p99_interval(rec))
     parts = [f"e2e p99 {fmt_num(e2e_p99(rec) or 0)} ms" + (f" (95% CI {ci})" if ci else " (no interval)")]
-    p50 = number(res, "p50") or number(rec, "latency_e2e_ms.p50")
-    if p50 is not None:
-        parts.append(f"e2e p50 {fmt_num(p50)} ms")
-    model = number(rec, "latency_ms.p50")
+    e2e_p50 = number(res, "p50") or (finite(rec.latency_e2e_ms.p50) if rec.latency_e2e_ms else None)
+    if e2e_p50 is not None:
+        parts.append(f"e2e p50 {fmt_num(e2e_p50)} ms")
+    model = p50(rec)
     if model is not None:
         parts.append(f"model-only p50 {fmt_num(model)} ms")
     cam = [(fps, missed_share(rec, fps)) for fps in (30, 60)]
@@ -79,11 +81,11 @@ def camera_numbers(rec: dict) -> str:
 
 
 # -- multi-camera ------------------------------------------------------------------------------------------------
-def stream_count(rec: dict) -> float | None:
+def stream_count(rec: CellRecord) -> float | None:
     return number(result(rec, "multi-stream") or {}, "streams")
 
 
-def multi_check(rec: dict, frame_ms: float = FRAME_MS) -> str | None:
+def multi_check(rec: CellRecord, frame_ms: float = FRAME_MS) -> str | None:
     res = result(rec, "multi-stream") or {}
     p99, streams = number(res, "p99"), stream_count(rec)
     if p99 is None or streams is None:
@@ -94,12 +96,12 @@ def multi_check(rec: dict, frame_ms: float = FRAME_MS) -> str | None:
     return None
 
 
-def multi_check_at(fps: float) -> Callable[[dict], str | None]:
+def multi_check_at(fps: float) -> Callable[[CellRecord], str | None]:
     """multi_check at another camera frame rate (--camera-fps)."""
     return lambda rec: multi_check(rec, 1000.0 / fps)
 
 
-def multi_figure(rec: dict) -> str:
+def multi_figure(rec: CellRecord) -> str:
     res = result(rec, "multi-stream") or {}
     ips = ran_ips(res)
     tail = f", {fmt_num(ips)} img/s" if ips is not None else ""
@@ -109,7 +111,7 @@ def multi_figure(rec: dict) -> str:
     )
 
 
-def multi_numbers(rec: dict) -> str:
+def multi_numbers(rec: CellRecord) -> str:
     res = result(rec, "multi-stream") or {}
     ci = span_text(span(res, "p99_interval"))
     text = multi_figure(rec) + (f" (p99 95% CI {ci})" if ci else " (no p99 interval)")
@@ -119,11 +121,11 @@ def multi_numbers(rec: dict) -> str:
 
 
 # -- server ------------------------------------------------------------------------------------------------------
-def server(rec: dict) -> dict:
+def server(rec: CellRecord) -> dict:
     return result(rec, "server") or {}
 
 
-def server_check(rec: dict) -> str | None:
+def server_check(rec: CellRecord) -> str | None:
     res = server(rec)
     rate, bound = number(res, "value"), number(res, "bound_ms")
     if rate is None or rate <= 0:
@@ -143,20 +145,20 @@ def server_check(rec: dict) -> str | None:
     return None
 
 
-def server_bound(recs: list[dict]) -> str:
+def server_bound(recs: list[CellRecord]) -> str:
     bounds = sorted({b for r in recs if (b := number(server(r), "bound_ms")) is not None})
     said = " or ".join(f"{fmt_num(b)} ms" for b in bounds) or "the recorded bound"
     labels = sorted({percentile_label(server(r)) for r in recs}) or ["p99"]
     return f"{' or '.join(labels)} within {said} at the rate served"
 
 
-def server_figure(rec: dict) -> str:
+def server_figure(rec: CellRecord) -> str:
     res = server(rec)
     label = percentile_label(res)
     return f"{fmt_num(number(res, 'value') or 0)} q/s at {label} ≤ {fmt_num(number(res, 'bound_ms') or 0)} ms"
 
 
-def server_numbers(rec: dict) -> str:
+def server_numbers(rec: CellRecord) -> str:
     res = server(rec)
     text = server_figure(rec)
     iv = span(res, "rate_interval")
@@ -175,22 +177,22 @@ def server_numbers(rec: dict) -> str:
 
 
 # -- offline -----------------------------------------------------------------------------------------------------
-def offline(rec: dict) -> dict:
+def offline(rec: CellRecord) -> dict:
     return result(rec, "offline") or {}
 
 
-def offline_check(rec: dict) -> str | None:
+def offline_check(rec: CellRecord) -> str | None:
     return None if number(offline(rec), "value") else "no images/s recorded"
 
 
-def offline_figure(rec: dict) -> str:
+def offline_figure(rec: CellRecord) -> str:
     res = offline(rec)
     b, c = number(res, "batch"), number(res, "concurrency")
     how = f" at batch {int(b)} × {int(c)} concurrent" if b and c else ""
     return f"{fmt_num(number(res, 'value') or 0)} img/s{how}"
 
 
-def offline_numbers(rec: dict) -> str:
+def offline_numbers(rec: CellRecord) -> str:
     res = offline(rec)
     ci = span_text(span(res, "ips_interval"))
     sweep = len([s for s in res.get("sweep") or [] if isinstance(s, dict)])
@@ -205,12 +207,12 @@ def offline_numbers(rec: dict) -> str:
 
 
 # -- memory ------------------------------------------------------------------------------------------------------
-def memory_figure(rec: dict) -> str:
-    host, dev = number(rec, "memory.host_peak_rss_mib"), number(rec, "memory.device_peak_process_mib")
+def memory_figure(rec: CellRecord) -> str:
+    host, dev = memory_figures(rec)
     text = f"host peak RSS {fmt_num(host or 0)} MiB"
     return text + (f", device peak {fmt_num(dev)} MiB" if dev is not None else "")
 
 
-def memory_numbers(rec: dict) -> str:
-    p50 = number(rec, "latency_ms.p50")
-    return memory_figure(rec) + (f", model-only p50 {fmt_num(p50)} ms" if p50 is not None else "")
+def memory_numbers(rec: CellRecord) -> str:
+    model = p50(rec)
+    return memory_figure(rec) + (f", model-only p50 {fmt_num(model)} ms" if model is not None else "")

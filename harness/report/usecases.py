@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness.core.record import CellRecord
 from harness.measure.stats import Interval
 from harness.report import usecase_figures as fig
 from harness.report.fmt import fmt_num
@@ -26,6 +27,7 @@ from harness.report.picks import (
     Recommendation,
     Rejection,
     make_pick,
+    memory_figures,
     rejected_text,
     rejection,
     workload_label,
@@ -53,31 +55,33 @@ class ScenarioCase:
     objective: str
     constraint: str  # the use case's own constraint, in words
     scenario: str | None
-    value: Callable[[dict], float | None]
+    value: Callable[[CellRecord], float | None]
     higher_is_better: bool
     # the use case's own constraints: (name, why a cell fails it with its figure, or None)
-    checks: tuple[tuple[str, Callable[[dict], str | None]], ...]
-    interval: Callable[[dict], Interval | None] | None  # the figure's confidence interval; None: no ties
-    figure: Callable[[dict], str]  # the short figure of a pick (first screen)
-    numbers: Callable[[dict], str]  # the figures behind a pick (recommendations section)
+    checks: tuple[tuple[str, Callable[[CellRecord], str | None]], ...]
+    # the figure's confidence interval; None: no ties
+    interval: Callable[[CellRecord], Interval | None] | None
+    figure: Callable[[CellRecord], str]  # the short figure of a pick (first screen)
+    numbers: Callable[[CellRecord], str]  # the figures behind a pick (recommendations section)
     tie_words: str = ""  # `their e2e p99 95% intervals overlap`
     batch1: bool = False
-    secondary: Callable[[dict], float | None] | None = None  # ranks cells equal on the first figure
-    same_level: Callable[[dict, dict], bool] | None = None  # a tie also needs this (equal stream counts)
+    secondary: Callable[[CellRecord], float | None] | None = None  # ranks cells equal on the first figure
+    # a tie also needs this (equal stream counts)
+    same_level: Callable[[CellRecord, CellRecord], bool] | None = None
     # intervals touching at one end are apart (rate steps: one passed there, the other failed)
     strict_overlap: bool = False
     # the constraint in words, from the compared cells' records (the server's p99 bound)
-    describe: Callable[[list[dict]], str] | None = None
+    describe: Callable[[list[CellRecord]], str] | None = None
 
 
-def _runnable(rec: dict) -> bool:
-    return rec.get("status") == "ok" and rec.get("backend") not in export_only_backends()
+def _runnable(rec: CellRecord) -> bool:
+    return rec.status == "ok" and rec.backend not in export_only_backends()
 
 
 FRAME = f"{fmt_num(FRAME_MS)} ms"
 
 
-def _validity(name: str) -> tuple[str, Callable[[dict], str | None]]:
+def _validity(name: str) -> tuple[str, Callable[[CellRecord], str | None]]:
     return ("validity", fig.invalid(name))
 
 
@@ -149,7 +153,7 @@ SCENARIO_CASES = (
         objective="lowest host peak RSS at batch 1",
         constraint="",
         scenario=None,
-        value=lambda r: number(r, "memory.host_peak_rss_mib"),
+        value=lambda r: memory_figures(r)[0],
         higher_is_better=False,
         checks=(),
         interval=None,  # one reading per cell: no interval, so no tie
@@ -160,10 +164,10 @@ SCENARIO_CASES = (
 )
 
 
-def _group_rank(members: list[dict]) -> tuple:
+def _group_rank(members: list[CellRecord]) -> tuple:
     rec = members[0]
     return (
-        -len({(r.get("device"), r.get("backend")) for r in members}),
+        -len({(r.device, r.backend) for r in members}),
         run_shape(rec) != "640x640",
         row_sort(workload_key(rec)[:5]),
         run_shape(rec),
@@ -174,7 +178,7 @@ def _overlap(a: Interval, b: Interval, strict: bool) -> bool:
     return a.lo < b.hi and b.lo < a.hi if strict else a.overlaps(b)
 
 
-def _ties(case: ScenarioCase, ranked: list[dict]) -> tuple[list[dict], str | None]:
+def _ties(case: ScenarioCase, ranked: list[CellRecord]) -> tuple[list[CellRecord], str | None]:
     """The cells that cannot be told apart from the best (itself first), and why."""
     if case.interval is None or len(ranked) < 2:
         return ranked[:1], None
@@ -226,7 +230,7 @@ def scenario_pick(
         for r in idx.cells
         if _runnable(r)
         and (case.scenario is None or result(r, case.scenario) is not None)
-        and (not case.batch1 or r.get("batch") == 1)
+        and (not case.batch1 or r.batch == 1)
         and (case.scenario is not None or case.value(r) is not None)
     ]
     if not measured:
@@ -241,7 +245,7 @@ def scenario_pick(
                 machine_pos=idx.position,
             )
         return not_measured(case, idx, indexes, cons)
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[CellRecord]] = {}
     for r in measured:
         groups.setdefault(workload_key(r), []).append(r)
     members = min(groups.values(), key=_group_rank)
@@ -258,9 +262,9 @@ def scenario_pick(
             passing.append(r)
     sign = -1.0 if case.higher_is_better else 1.0
 
-    def rank(r: dict) -> tuple:
+    def rank(r: CellRecord) -> tuple:
         second = case.secondary(r) if case.secondary else None
-        return (sign * (case.value(r) or 0.0), sign * (second or 0.0), str(r.get("cell_id")))
+        return (sign * (case.value(r) or 0.0), sign * (second or 0.0), str(r.cell_id))
 
     ranked = sorted(passing, key=rank)
     said = case.describe(members) if case.describe else case.constraint
@@ -293,7 +297,7 @@ def scenario_pick(
     )
 
 
-def _in_order(picks: list, ranked: list[dict], tied: list[dict]) -> tuple:
+def _in_order(picks: list, ranked: list[CellRecord], tied: list[CellRecord]) -> tuple:
     return tuple(p for p, r in zip(picks, ranked, strict=True) if any(r is t for t in tied))
 
 

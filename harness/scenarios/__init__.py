@@ -70,13 +70,17 @@ def streams_for(runner, cell, cfg: ScenarioConfig) -> Callable[[int], tuple[list
 
     def make(n: int) -> tuple[list[loadgen.Query], str]:
         streams = runner.streams(n)
-        queries = []
+        queries: list[loadgen.Query] = []
         for call in streams.calls:
             pipes = [
                 for_runner(runner, cell, image=name, call=stretched(call, cfg.slowdown))
                 for name in cfg.images
             ]
-            queries.append(lambda i, pipes=pipes: pipes[i % len(pipes)].whole())
+
+            def query(i: int, pipes=pipes) -> object:
+                return pipes[i % len(pipes)].whole()
+
+            queries.append(query)
         return queries, streams.mechanism
 
     return make

@@ -18,6 +18,7 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from harness.scenarios import settings as st
 from harness.scenarios.loadgen import run_test
@@ -220,7 +221,7 @@ def server(
     chosen = next((s.entry for s in tried if s.rate == lo), None)
     # the rates as the tried entries record them
     lo, hi = (None if r is None else round(r, 4) for r in (lo, hi))
-    out = {
+    out: dict[str, Any] = {
         "scenario": st.SERVER,
         "metric": f"highest Poisson rate LoadGen calls VALID with {key} <= {bound_ms:g} ms (LoadGen Server)",
         "value": lo,

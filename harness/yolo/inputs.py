@@ -45,7 +45,7 @@ def letterbox_image(image: np.ndarray, height: int, width: int) -> np.ndarray:
     from ultralytics.data.augment import LetterBox
 
     lb = LetterBox(new_shape=(height, width), auto=False, scale_fill=False, scaleup=True, stride=32)
-    out = lb(image=image)
+    out: np.ndarray = lb(image=image)  # given only an image, LetterBox returns the image
     assert out.shape[:2] == (height, width), out.shape
     return out[..., ::-1].transpose(2, 0, 1)  # BGR HWC -> RGB CHW
 

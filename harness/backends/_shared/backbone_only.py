@@ -72,7 +72,8 @@ def host_postprocess(outputs: list, spec: dict) -> list:
             self.agnostic_nms = spec["agnostic_nms"]
             self.export, self.format, self.dynamic = True, "executorch", False
 
-    return [HostTopK().postprocess(outputs[0].permute(0, 2, 1)), *outputs[1:]]
+    # HostTopK holds what Detect.postprocess reads of its head; the checker only sees a self that is not a Detect
+    return [HostTopK().postprocess(outputs[0].permute(0, 2, 1)), *outputs[1:]]  # type: ignore[misc]
 
 
 def export_remedy(req: ExportRequest) -> str | None:

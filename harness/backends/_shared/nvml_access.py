@@ -25,9 +25,10 @@ def nvml_module(nvml: Any = None) -> Any:
     """
     if nvml is None:
         try:
-            import pynvml as nvml
+            import pynvml
         except ImportError as e:
             raise NvmlUnavailable(f"nvidia-ml-py is not installed ({e})") from None
+        nvml = pynvml
     with _INIT_LOCK:
         if id(nvml) in _INITIALISED:
             return nvml

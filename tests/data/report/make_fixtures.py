@@ -1,7 +1,8 @@
 """Regenerate the recorded-run fixtures of the report tests: `python tests/data/report/make_fixtures.py`.
 
 Two runs shaped exactly like the runner's output, built with the runner's own builders (records from
-`harness.core.record.new_record` with `Latency.from_samples`, `Memory` and `Energy` sections, parity from
+`harness.core.record.new_record`, set attribute by attribute, with `latency_from_samples`, `Memory` and `Energy`
+sections, parity from
 `harness.measure.parity.compare` on generated outputs, null reasons from `fill_null_reasons`; env.json like
 `harness.core.envinfo.collect`): a 2-core CPU machine and an H100 machine. The numbers are invented, after the
 project's reference timings and the seed documents' figures; nothing here was measured, and the data says so:
@@ -21,10 +22,10 @@ from harness import SCHEMA_VERSION
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.null_reasons import fill_null_reasons
-from harness.core.record import Energy, Memory, new_record
+from harness.core.record import CellRecord, Energy, Memory, new_record, set_null
 from harness.core.results_dir import RecordWriter, write_env
 from harness.diagnosis.failure import parity_failure
-from harness.measure.parity import Layout, compare
+from harness.measure.parity import Layout, Parity, compare
 from harness.measure.stats import latency_from_samples
 
 HERE = Path(__file__).parent
@@ -63,7 +64,7 @@ PRECISION_SOURCES = {
 }
 
 
-def _parity(seed: int, precision: str, corrupt: str | None = None) -> dict:
+def _parity(seed: int, precision: str, corrupt: str | None = None) -> Parity:
     """The record's `parity` as the runner computes it: generated end-to-end detections [1, 300, 6] against the
     same detections with float noise (or with every class shifted by one: a backend the check must fail)."""
     g = np.random.default_rng(seed)
@@ -91,41 +92,44 @@ class RunBuilder:
         self.rng = random.Random(run_id)
         self.n = 0
 
-    def _base(self, cell: Cell, cell_id: str | None = None, height: int | None = None) -> dict:
+    def _base(self, cell: Cell, cell_id: str | None = None, height: int | None = None) -> CellRecord:
         rec = new_record(self.run_id, cell, self.weights)
         if cell_id:
-            rec["cell_id"] = cell_id
+            rec.cell_id = cell_id
         if height:
-            rec["height"] = rec["width"] = height
+            rec.height = rec.width = height
         self.n += 1
         t = datetime.fromisoformat(self.started) + timedelta(seconds=17 * self.n)
-        rec["started_at"] = t.isoformat(timespec="seconds")
-        rec["duration_s"] = round(2 + self.rng.random() * 20, 3)
-        rec["threads_requested"] = self.threads
-        rec["synthetic"] = True  # invented figures: the report shows the synthetic-data banner
+        rec.started_at = t.isoformat(timespec="seconds")
+        rec.duration_s = round(2 + self.rng.random() * 20, 3)
+        rec.threads_requested = self.threads
+        rec.synthetic = True  # invented figures: the report shows the synthetic-data banner
         return rec
 
-    def _ran(self, rec: dict, cell: Cell, executed: str | None) -> None:
+    def _ran(self, rec: CellRecord, cell: Cell, executed: str | None) -> None:
         """What a cell that ran records about its runtime: threads and the precision it executed."""
-        rec["threads"] = self.threads if cell.device == "cpu" else None
+        rec.threads = self.threads if cell.device == "cpu" else None
         if cell.device != "cpu":
-            rec["null_reasons"]["threads"] = "CUDA cell: the runtime's CPU threads are not what it runs on"
+            set_null(rec, "threads", "CUDA cell: the runtime's CPU threads are not what it runs on")
         source = PRECISION_SOURCES.get(cell.backend)
         if source:
             executed = executed or cell.precision
-            rec.update(precision_executed=executed, precision_source=source, precision_detail={executed: 240})
+            rec.precision_executed = executed
+            rec.precision_source = source
+            rec.precision_detail = {executed: 240}
         else:
             why = f"{cell.backend} does not report the precision it executes"
-            rec.update(precision_executed=None, precision_source=why)
-            rec["null_reasons"]["precision_executed"] = why
+            rec.precision_executed = None
+            rec.precision_source = why
+            set_null(rec, "precision_executed", why)
 
-    def _log(self, rec: dict, text: str) -> None:
-        path = self.run_dir / "logs" / f"{rec['cell_id']}.log"
+    def _log(self, rec: CellRecord, text: str) -> None:
+        path = self.run_dir / "logs" / f"{rec.cell_id}.log"
         path.write_text(text)
-        rec["log"] = f"logs/{rec['cell_id']}.log"
+        rec.log = f"logs/{rec.cell_id}.log"
 
     @staticmethod
-    def _nulls(rec: dict) -> None:
+    def _nulls(rec: CellRecord) -> None:
         fill_null_reasons(rec)  # the runner's own rule, so fixtures say what real records say
 
     def ok(
@@ -148,35 +152,35 @@ class RunBuilder:
         status="ok",
         parity_fail=False,
         compile_s=None,
-    ) -> dict:
+    ) -> CellRecord:
         rec = self._base(cell, cell_id, height)
         samples = [round(p50 * (1 + abs(self.rng.gauss(0, 0.03))) - p50 * 0.02, 4) for _ in range(25)]
         lat = latency_from_samples(samples, scope)
         self._ran(rec, cell, executed)
-        rec.update(
-            status=status,
-            reason=None,
-            artifact=f".cache/exports/{rec['cell_id']}/model"
+        rec.status = status
+        rec.reason = None
+        rec.artifact = (
+            f".cache/exports/{rec.cell_id}/model"
             if export_s is not None
-            else f".cache/models/{cell.model}.pt",
-            artifact_bytes=int(5.4e6 * {"n": 1, "s": 3.9, "m": 8.4}[cell.size]),
-            cache_hit=False if export_s is not None else None,
-            export_s=export_s,
-            export_origin="exported in this attempt" if export_s is not None else None,
-            load_s=round(0.2 + self.rng.random(), 3),
-            first_run_ms=first_ms if first_ms is not None else round(p50 * 2.7, 3),
-            latency_ms=lat.to_dict(),
-            samples_ms=samples,
-            throughput_ips=cell.batch * 1000.0 / lat.p50,
-            ops=ops,
-            remedy=remedy,
-            remedy_of=remedy_of,
-            compile_s=compile_s,
+            else f".cache/models/{cell.model}.pt"
         )
+        rec.artifact_bytes = int(5.4e6 * {"n": 1, "s": 3.9, "m": 8.4}[cell.size])
+        rec.cache_hit = False if export_s is not None else None
+        rec.export_s = export_s
+        rec.export_origin = "exported in this attempt" if export_s is not None else None
+        rec.load_s = round(0.2 + self.rng.random(), 3)
+        rec.first_run_ms = first_ms if first_ms is not None else round(p50 * 2.7, 3)
+        rec.latency_ms = lat
+        rec.samples_ms = samples
+        rec.throughput_ips = cell.batch * 1000.0 / lat.p50
+        rec.ops = ops
+        rec.remedy = remedy
+        rec.remedy_of = remedy_of
+        rec.compile_s = compile_s
         if compile_s is None:
-            rec["null_reasons"]["compile_s"] = "no compile step (the backend does not compile at load)"
+            set_null(rec, "compile_s", "no compile step (the backend does not compile at load)")
         torch_gpu = bool(gpu_mem) and "torch" in cell.backend
-        rec["memory"] = Memory(
+        rec.memory = Memory(
             host_peak_rss_mib=rss,
             host_peak_delta_mib=round(rss * 0.31, 1),
             host_baseline_mib=round(rss * 0.69, 1),
@@ -186,22 +190,23 @@ class RunBuilder:
             torch_max_reserved_mib=round(gpu_mem * 0.8, 1) if torch_gpu else None,
             source="psutil RSS sampled at 100 Hz over load and timed rounds (212 samples)"
             + ("; NVML device memory at 100 Hz" if gpu_mem else ""),
-        ).to_dict()
+        )
         if energy is not None:
-            rec["energy"] = Energy(
+            rec.energy = Energy(
                 per_inference_j=energy,
                 window_s=2.4,
                 inferences=25 * cell.batch,
                 source="NVML total energy counter over the timed rounds",
-            ).to_dict()
+            )
         parity = _parity(self.n, cell.precision, "shift-classes" if parity_fail else None)
-        rec["parity"] = parity.to_dict()
-        rec["null_reasons"].update({f"parity.metrics.{m}": why for m, why in parity.null_reasons.items()})
+        rec.parity = parity.to_dict()
+        for m, why in parity.null_reasons.items():
+            set_null(rec, f"parity.metrics.{m}", why)
         if parity_fail:
             assert not parity.ok, "the shifted classes must fail parity"
-            rec["reason"] = parity.reason()
-            rec["failure"] = parity_failure(rec["reason"])
-        self._log(rec, f"=== {rec['cell_id']}\nexport ok\nload ok\n25 timed rounds, p50 {lat.p50:.3f} ms\n")
+            rec.reason = parity.reason()
+            rec.failure = parity_failure(rec.reason)
+        self._log(rec, f"=== {rec.cell_id}\nexport ok\nload ok\n25 timed rounds, p50 {lat.p50:.3f} ms\n")
         self._nulls(rec)
         self.writer.write(rec)
         return rec
@@ -223,23 +228,21 @@ class RunBuilder:
         height=None,
         remedy=None,
         remedy_of=None,
-    ) -> dict:
+    ) -> CellRecord:
         rec = self._base(cell, cell_id, height)
-        rec.update(
-            status=status,
-            reason=message.splitlines()[0][:500],
-            export_s=export_s,
-            cache_hit=False,
-            export_origin="exported in this attempt" if export_s is not None else None,
-            remedy=remedy,
-            remedy_of=remedy_of,
-        )
+        rec.status = status
+        rec.reason = message.splitlines()[0][:500]
+        rec.export_s = export_s
+        rec.cache_hit = False
+        rec.export_origin = "exported in this attempt" if export_s is not None else None
+        rec.remedy = remedy
+        rec.remedy_of = remedy_of
         self._log(
             rec,
-            f"=== {rec['cell_id']}\n=== {stage} failed\nTraceback (most recent call last):\n"
+            f"=== {rec.cell_id}\n=== {stage} failed\nTraceback (most recent call last):\n"
             f'  File "<frozen runpy>", line 198, in _run_module_as_main\n{exc}: {message}\n',
         )
-        rec["failure"] = {
+        rec.failure = {
             "class": cls,
             "stage": stage,
             "message": message,
@@ -248,48 +251,48 @@ class RunBuilder:
             "suggested_fix": fix,
             "exception_type": exc,
             "signal": None,
-            "log": rec["log"],
+            "log": rec.log,
         }
         self._nulls(rec)
         self.writer.write(rec)
         return rec
 
-    def exported(self, cell: Cell, delegated: int, fallback: int, export_s: float, size_b: int) -> dict:
+    def exported(self, cell: Cell, delegated: int, fallback: int, export_s: float, size_b: int) -> CellRecord:
         rec = self._base(cell)
-        rec.update(
-            status="exported",
-            reason="export-only target: no runtime for it on this machine",
-            artifact=f".cache/exports/{rec['cell_id']}/model.pte",
-            artifact_bytes=size_b,
-            cache_hit=False,
-            export_s=export_s,
-            export_origin="exported in this attempt",
-            ops={
-                "delegated": delegated,
-                "fallback": fallback,
-                "fallback_ops": ["aten.topk.default"] if fallback else [],
-            },
-        )
-        self._log(rec, f"=== {rec['cell_id']}\ndelegated {delegated} of {delegated + fallback} nodes\n")
+        rec.status = "exported"
+        rec.reason = "export-only target: no runtime for it on this machine"
+        rec.artifact = f".cache/exports/{rec.cell_id}/model.pte"
+        rec.artifact_bytes = size_b
+        rec.cache_hit = False
+        rec.export_s = export_s
+        rec.export_origin = "exported in this attempt"
+        rec.ops = {
+            "delegated": delegated,
+            "fallback": fallback,
+            "fallback_ops": ["aten.topk.default"] if fallback else [],
+        }
+        self._log(rec, f"=== {rec.cell_id}\ndelegated {delegated} of {delegated + fallback} nodes\n")
         self._nulls(rec)
         self.writer.write(rec)
         return rec
 
-    def probe(self, cell: Cell, status: str, reason: str, export_s: float, failure=None, **extra) -> dict:
+    def probe(
+        self, cell: Cell, status: str, reason: str, export_s: float, failure=None, **extra
+    ) -> CellRecord:
         """The dynamic probe record: the artifact's export, its status summing up the shape sweep."""
         rec = self._base(cell, extra.pop("cell_id", None))
-        rec.update(
-            status=status,
-            reason=reason,
-            export_s=export_s,
-            cache_hit=False,
-            export_origin="exported in this attempt",
-            **extra,
-        )
-        rec.update(artifact=f".cache/exports/{rec['cell_id']}/model", artifact_bytes=10_120_448)
-        rec["null_reasons"]["latency_ms"] = "dynamic probe: latency is in the per-shape sweep records"
+        rec.status = status
+        rec.reason = reason
+        rec.export_s = export_s
+        rec.cache_hit = False
+        rec.export_origin = "exported in this attempt"
+        for k, v in extra.items():  # remedy, remedy_of
+            setattr(rec, k, v)
+        rec.artifact = f".cache/exports/{rec.cell_id}/model"
+        rec.artifact_bytes = 10_120_448
+        set_null(rec, "latency_ms", "dynamic probe: latency is in the per-shape sweep records")
         if failure:
-            rec["failure"] = {
+            rec.failure = {
                 "class": failure[0],
                 "stage": "run",
                 "message": failure[1],
@@ -299,15 +302,17 @@ class RunBuilder:
                 "exception_type": None,
                 "log": None,
             }
-        self._log(rec, f"=== {rec['cell_id']}\n{reason}\n")
+        self._log(rec, f"=== {rec.cell_id}\n{reason}\n")
         self._nulls(rec)
         self.writer.write(rec)
         return rec
 
-    def skipped(self, cell: Cell, reason: str) -> dict:
+    def skipped(self, cell: Cell, reason: str) -> CellRecord:
         rec = self._base(cell)
-        rec["weights"] = "unknown"
-        rec.update(status="skipped", reason=reason, duration_s=0.0)
+        rec.weights = "unknown"
+        rec.status = "skipped"
+        rec.reason = reason
+        rec.duration_s = 0.0
         self._nulls(rec)
         self.writer.write(rec)
         return rec
@@ -429,8 +434,8 @@ def cpu_run(root: Path) -> None:
         export_s=2.2,
         rss=650.0,
         remedy="letterbox-pad-32",
-        remedy_of=odd["cell_id"],
-        cell_id=odd["cell_id"] + "+letterbox-pad-32",
+        remedy_of=odd.cell_id,
+        cell_id=odd.cell_id + "+letterbox-pad-32",
     )
     xdyn = _cell(backend="executorch-xnnpack", shape="dynamic")
     b.failed(
