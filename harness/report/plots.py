@@ -17,6 +17,7 @@ from harness.report.index import RunIndex, backend_order, order_key, row_key, ro
 from harness.report.load import finite, number, p50
 from harness.report.matrix import row_label
 from harness.report.picks import ACCURACY_FLOORS
+from harness.report.tables import MEMORY_READERS
 
 log = logging.getLogger(__name__)
 
@@ -199,17 +200,12 @@ def memory_per_backend(indexes: list[RunIndex], color: Palette) -> PlotView:
         "One dot per cell that ran ok: host peak RSS, and the process's peak device memory where measured."
     )
     many = len(indexes) > 1
-    fields: tuple[tuple[str, str, Callable[[CellRecord], object]], ...] = (
-        (
-            "memory.host_peak_rss_mib",
-            "host peak RSS (MiB)",
-            lambda r: r.memory.host_peak_rss_mib if r.memory else None,
-        ),
-        (
-            "memory.device_peak_process_mib",
-            "device peak (MiB)",
-            lambda r: r.memory.device_peak_process_mib if r.memory else None,
-        ),
+    fields = tuple(
+        (path, label, MEMORY_READERS[path])
+        for path, label in (
+            ("memory.host_peak_rss_mib", "host peak RSS (MiB)"),
+            ("memory.device_peak_process_mib", "device peak (MiB)"),
+        )
     )
     data: dict[str, dict[str, list[float]]] = {f: {} for f, _, _ in fields}
     for idx, rec in measured_cells(indexes):

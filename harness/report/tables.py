@@ -151,6 +151,8 @@ MEMORY_FIELDS: tuple[TableField, ...] = (
     ),
     ("energy", "energy.per_inference_j", lambda r: r.energy.per_inference_j if r.energy else None),
 )
+#: each memory figure's reader, by its dotted path in the record (what the plots read too)
+MEMORY_READERS: dict[str, Callable[[CellRecord], object]] = {path: read for _, path, read in MEMORY_FIELDS}
 
 
 def _sources(rec: CellRecord) -> str:
