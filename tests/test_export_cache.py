@@ -199,7 +199,7 @@ def test_fresh_export_that_fails_to_load_is_noted_in_its_entry(golden, tmp_path,
     assert meta["fresh_failure"]["stage"] == "load" and "refuses" in meta["fresh_failure"]["reason"]
     messages: list[str] = []
     again = _runner(tmp_path, cache, "later", messages, **kw).run_cell(CELL)
-    assert again["status"] == "load_failed" and again["cache_hit"] is True
+    assert again.status == "load_failed" and again.cache_hit is True
     assert not any("exporting" in m for m in messages), messages
 
 
@@ -271,7 +271,7 @@ def test_failure_under_a_memory_limit_is_not_replayed_without_it(golden, tmp_pat
     # 0.3 GB kills it before it starts (crashed), which was never cached
     cache = _with_checkpoint(golden, tmp_path / "cache")
     limited = _runner(tmp_path, cache, "limited", export_memory_gb=0.5, remedies=False).run_cell(CELL)
-    assert limited["status"] in ("export_failed", "crashed"), limited["reason"]
+    assert limited.status in ("export_failed", "crashed"), limited.reason
     messages: list[str] = []
     rec = _runner(tmp_path, cache, "unlimited", messages).run_cell(CELL)
     assert rec.status == "ok" and rec.cache_hit is False, rec.reason

@@ -16,6 +16,7 @@ from harness import backends
 from harness.backends._shared.ort_cuda import ProviderFallback, preload_cuda_libraries, require_provider
 from harness.core.axes import Shape
 from harness.core.cell import Cell
+from harness.core.record import new_record
 from harness.diagnosis.failure import failure_from_exception
 from harness.execute.ladder import next_remedy
 from tests.fake_cuda import run_threads
@@ -56,7 +57,9 @@ def test_a_cuda_session_that_fell_back_to_the_cpu_fails_the_cell_with_the_reason
     assert "runs on CPUExecutionProvider" in str(info.value)
     f = failure_from_exception(info.value, "load", None)
     assert f["class"] == "dependency_missing"
-    assert next_remedy(cell, [], {"failure": f, "status": "load_failed"}, False) is None  # no remedy for it
+    failed = new_record("r", cell, "random-init:0")
+    failed.status, failed.failure = "load_failed", f
+    assert next_remedy(cell, [], failed, False) is None  # no remedy for it
     # the other way: a session on the provider it was created for passes
     require_provider(
         ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"]), "CPUExecutionProvider"

@@ -198,8 +198,8 @@ def test_cells_of_a_workload_record_end_to_end_fields_and_scenarios(tmp_path, ca
         assert rec.scenarios["multi-stream"]["streams"] == cfg.threads
         assert unexplained_nulls(rec) == []
     ort = by_id[cells[1].id][0]
-    assert "InferenceSession" in ort["scenarios"]["server"]["mechanism"]
-    assert ort["operators"]["total_ops"] > 100
+    assert "InferenceSession" in ort.scenarios["server"]["mechanism"]
+    assert ort.operators["total_ops"] > 100
 
 
 # -- options -------------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from harness import backends
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.errors import HarnessError
+from harness.core.record import CellRecord, new_record
 from harness.diagnosis.failure import failure_from_exception
 from harness.execute.ladder import climb, next_remedy
 from harness.execute.runner import CellRunner, RunConfig
@@ -117,13 +118,13 @@ def test_two_compiled_yolo26n_runners_alive_at_once(tmp_path, cache_dir):
             runner.close()
 
 
-def _failed(cls: str, stage: str = "run") -> dict:
-    return {
-        "cell_id": "yolo26n-detect-e2e-torch-compile-cpu-160x160-b1-fp32",
-        "status": "run_failed",
-        "reason": "boom",
-        "failure": {"class": cls, "stage": stage, "message": "boom"},
-    }
+def _failed(cls: str, stage: str = "run", status: str = "run_failed") -> CellRecord:
+    rec = new_record(
+        "r", Cell("n", "detect", "e2e", "torch-compile", "cpu", Shape(160, 160)), "random-init:0"
+    )
+    rec.status, rec.reason = status, "boom"
+    rec.failure = {"class": cls, "stage": stage, "message": "boom"}
+    return rec
 
 
 def test_a_harness_failure_never_climbs_the_ladder():
@@ -132,11 +133,11 @@ def test_a_harness_failure_never_climbs_the_ladder():
 
     def try_attempt(a):
         tried.append(a)
-        return [dict(_failed("runtime_error"), status="ok")], True
+        return [_failed("runtime_error", status="ok")], True
 
     assert next_remedy(cell, [], _failed("harness_error"), False) is None
     assert climb(cell, _failed("harness_error"), try_attempt) == []
-    assert climb(cell, dict(_failed("unknown", stage="harness"), status="crashed"), try_attempt) == []
+    assert climb(cell, _failed("unknown", stage="harness", status="crashed"), try_attempt) == []
     assert tried == []
     # the other way: the same cell failing in its runtime gets the raw-head remedy
     recs = climb(cell, _failed("runtime_error"), try_attempt)

@@ -180,7 +180,9 @@ class RecordWriter:
 def _locked(path: Path) -> Iterator[None]:
     """Hold an exclusive `flock` on the file at `path` (created when absent), waiting for it: one holder at a time
     across processes and across threads (each call opens its own file description). Closing the file releases it,
-    and the kernel releases it when the process dies."""
+    and the kernel releases it when the process dies. The directory is created when absent (the first record of a
+    run creates its run directory)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
