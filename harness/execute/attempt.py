@@ -14,19 +14,19 @@ from harness.execute.ladder import climb
 from harness.execute.recording import crashed, finish, start
 from harness.execute.services import RunServices, RunState
 from harness.execute.stages import Pipeline
-from harness.execute.state import Attempt, AttemptState
+from harness.execute.state import Attempt
 
 
-def run_attempt(a: Attempt, services: RunServices, run: RunState, stages: Pipeline) -> AttemptState:
-    """Run the stages of one attempt and write its record (`.rec` of the state it returns)."""
+def run_attempt(a: Attempt, services: RunServices, run: RunState, stages: Pipeline) -> CellRecord:
+    """Run the stages of one attempt and write its record; returns it as written."""
     s = start(a, services.config.run_id, services.config.run_dir)
     try:
         stages.run(s)
     except Exception as e:  # a harness bug in one cell must not lose the run
         crashed(s, e)
-    finish(s, services.writer)
+    rec = finish(s, services.writer)
     run.check_stop()
-    return s
+    return rec
 
 
 def run_cell_all(
@@ -35,7 +35,7 @@ def run_cell_all(
     """Every record `cell` produces, timed alone: its own first, then remedy attempts and dynamic sweep shapes."""
     if cell.shape.dynamic and not skip_reason:
         return dynamic(cell, services, run, stages)
-    rec = run_attempt(Attempt(cell, cell.id, skip_reason=skip_reason), services, run, stages).rec
+    rec = run_attempt(Attempt(cell, cell.id, skip_reason=skip_reason), services, run, stages)
     return [rec, *remedies(cell, rec, services, run, stages)]
 
 
@@ -47,7 +47,7 @@ def remedies(
         return []
 
     def try_remedy(a: Attempt) -> tuple[list[CellRecord], bool]:
-        r = run_attempt(a, services, run, stages).rec
+        r = run_attempt(a, services, run, stages)
         services.progress(f"{rec.cell_id}: remedy {r.remedy}: {r.status}")
         return [r], r.status == "ok"
 
@@ -108,7 +108,7 @@ def sweep(
         shape_attempt = Attempt(
             target, rid, a.remedy, a.remedy_of, a.export_options, export_cell=a.cell, prebuilt=outcome
         )
-        rec = run_attempt(shape_attempt, services, run, stages).rec
+        rec = run_attempt(shape_attempt, services, run, stages)
         recs.append(rec)
         line = len(shapes)
         shapes.append((side, rec.status, None))
@@ -119,7 +119,7 @@ def sweep(
             ) -> tuple[list[CellRecord], bool]:
                 pa.remedy = f"{shape_attempt.remedy}+{pa.remedy}" if shape_attempt.remedy else pa.remedy
                 pa.export_options, pa.export_cell, pa.prebuilt = a.export_options, a.cell, outcome
-                r = run_attempt(pa, services, run, stages).rec
+                r = run_attempt(pa, services, run, stages)
                 shapes[line] = (side, r.status, f"padded to {r.height}")
                 return [r], True
 

@@ -16,11 +16,11 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from harness.core.record import CellRecord, Latency
+from harness.core.record import CellRecord
 from harness.measure.stats import Interval
 from harness.report.accuracy_known import Accuracy, accuracy_of
 from harness.report.index import RunIndex, export_only_backends
-from harness.report.load import finite, number
+from harness.report.load import finite, number, stat
 from harness.report.scenarios import percentile_label, result, span
 
 log = logging.getLogger(__name__)
@@ -116,12 +116,6 @@ def _scaled(iv: Interval | None, p50: float, value: float) -> Interval | None:
     if iv is None or iv.lo <= 0:
         return None
     return Interval(value * p50 / iv.hi, value * p50 / iv.lo)
-
-
-def stat(section: Latency | None, name: str) -> float | None:
-    """One figure of a latency section (`p50`, `p99`, `max`, `rounds`, ...) as a finite float, or None when the
-    section or the figure is absent, null or not finite."""
-    return finite(getattr(section, name)) if section is not None else None
 
 
 def e2e(rec: CellRecord, name: str) -> float | None:

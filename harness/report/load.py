@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from harness.core.record import FAILED_STATUSES, CellRecord
+from harness.core.record import FAILED_STATUSES, CellRecord, Latency
 from harness.core.results_dir import UNKNOWN, Run, dig, is_results_dir, load_run
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,12 @@ def number(section: dict | None, path: str) -> float | None:
     """A numeric value at a dotted path of a dict section (`number(rec.accuracy, "ratio")`), or None when absent,
     null, boolean or not a finite number."""
     return finite(dig(section, path))
+
+
+def stat(section: Latency | None, name: str) -> float | None:
+    """One figure of a latency section (`p50`, `p99`, `max`, `rounds`, ...) as a finite float, or None when the
+    section or the figure is absent, null or not finite."""
+    return finite(getattr(section, name)) if section is not None else None
 
 
 def p50(rec: CellRecord) -> float | None:

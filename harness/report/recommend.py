@@ -27,7 +27,7 @@ from harness.measure.stats import Interval
 from harness.report.deploy_cases import clean_state, dynamic_inputs, simplest
 from harness.report.fmt import fmt_bytes, fmt_num
 from harness.report.index import RunIndex, export_only_backends, row_sort, workload_key
-from harness.report.load import finite, number, p50, run_shape
+from harness.report.load import finite, number, p50, run_shape, stat
 from harness.report.paired import latency_interval
 from harness.report.picks import (
     ACCURACY_FLOORS,
@@ -66,13 +66,8 @@ def _is_gpu(rec: CellRecord) -> bool:
     return str(rec.device or "cpu") != "cpu"
 
 
-def _latency(rec: CellRecord, name: str) -> float | None:
-    """One figure of the record's model-only latency (`p50`, `p99`, `rounds`), or None."""
-    return finite(getattr(rec.latency_ms, name)) if rec.latency_ms else None
-
-
 def _ms(rec: CellRecord, name: str = "p50") -> str:
-    v = _latency(rec, name)
+    v = stat(rec.latency_ms, name)
     return f"{fmt_num(v)} ms" if v is not None else "n/a"
 
 
@@ -198,9 +193,9 @@ def _ci_text(rec: CellRecord) -> str:
 
 
 def _latency_numbers(rec: CellRecord) -> str:
-    rounds = _latency(rec, "rounds")
+    rounds = stat(rec.latency_ms, "rounds")
     tail = f", {int(rounds)} rounds" if rounds is not None else ""
-    p99 = _latency(rec, "p99")
+    p99 = stat(rec.latency_ms, "p99")
     if p99 is not None:
         tail += f", p99 {_ms(rec, 'p99')}"
     if rec.latency_ms and rec.latency_ms.unstable:

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.core.record import CellRecord
+from harness.core.record import CellRecord, Memory
 from harness.core.results_dir import dig
 from harness.report import paired
 from harness.report.fmt import Notes, Shown, derived, fmt_num
@@ -122,33 +122,20 @@ LATENCY_FIELDS: tuple[TableField, ...] = (
     ("export_s", "export_s", lambda r: r.export_s),
     ("load_s", "load_s", lambda r: r.load_s),
 )
+
+
+def _memory(read: Callable[[Memory], float | None]) -> Callable[[CellRecord], object]:
+    """A reader of one figure of the record's memory section (None when the record has no memory section)."""
+    return lambda r: read(r.memory) if r.memory else None
+
+
 MEMORY_FIELDS: tuple[TableField, ...] = (
-    ("host_peak", "memory.host_peak_rss_mib", lambda r: r.memory.host_peak_rss_mib if r.memory else None),
-    (
-        "host_delta",
-        "memory.host_peak_delta_mib",
-        lambda r: r.memory.host_peak_delta_mib if r.memory else None,
-    ),
-    (
-        "device_used",
-        "memory.device_peak_used_mib",
-        lambda r: r.memory.device_peak_used_mib if r.memory else None,
-    ),
-    (
-        "device_process",
-        "memory.device_peak_process_mib",
-        lambda r: r.memory.device_peak_process_mib if r.memory else None,
-    ),
-    (
-        "torch_allocated",
-        "memory.torch_max_allocated_mib",
-        lambda r: r.memory.torch_max_allocated_mib if r.memory else None,
-    ),
-    (
-        "torch_reserved",
-        "memory.torch_max_reserved_mib",
-        lambda r: r.memory.torch_max_reserved_mib if r.memory else None,
-    ),
+    ("host_peak", "memory.host_peak_rss_mib", _memory(lambda m: m.host_peak_rss_mib)),
+    ("host_delta", "memory.host_peak_delta_mib", _memory(lambda m: m.host_peak_delta_mib)),
+    ("device_used", "memory.device_peak_used_mib", _memory(lambda m: m.device_peak_used_mib)),
+    ("device_process", "memory.device_peak_process_mib", _memory(lambda m: m.device_peak_process_mib)),
+    ("torch_allocated", "memory.torch_max_allocated_mib", _memory(lambda m: m.torch_max_allocated_mib)),
+    ("torch_reserved", "memory.torch_max_reserved_mib", _memory(lambda m: m.torch_max_reserved_mib)),
     ("energy", "energy.per_inference_j", lambda r: r.energy.per_inference_j if r.energy else None),
 )
 #: each memory figure's reader, by its dotted path in the record (what the plots read too)
