@@ -1,6 +1,6 @@
 """Merging the runs of several machines into one history and one results directory for the report.
 
-The merged directory's records (CellRecords, written by RecordWriter) keep every field in their own order and gain
+The merged directory's records (CellRecords, one JSON line each as the record codec writes it) keep every field in their own order and gain
 `machine` (the source's hostname, made unique) and `source_run_id`, written after their own fields; their `run_id`
 becomes the merged run's id. Its env.json lists the machines with their full env.json under "machines", and keeps
 the usual top-level keys (values shared by every machine, else null) so that a reader that knows only the plain
@@ -27,9 +27,9 @@ from harness.core.results_dir import (
     MACHINE_FIELD,
     MACHINES_KEY,
     ImportRefused,
-    RecordWriter,
     unwritable_reason,
     write_env,
+    write_text_atomic,
 )
 from harness.history.rundir import RunData, load_run_dir
 from harness.history.store import ImportResult, import_runs
@@ -113,7 +113,7 @@ def _merged_records(run_id: str, runs: list[RunData]) -> list[CellRecord]:
 
 
 def _cells_text(records: list[CellRecord]) -> str:
-    """cells.jsonl as RecordWriter writes these records (to tell whether the output already holds this merge)."""
+    """cells.jsonl of these records, each line as RecordWriter writes it (the records were validated when read)."""
     return "".join(record_to_json(rec) + "\n" for rec in records)
 
 
@@ -142,7 +142,7 @@ def _check_out_dir(out_dir: Path, cells: str, env_text: str, replace_existing: b
     )
 
 
-def _write_beside(out_dir: Path, records: list[CellRecord], env: dict) -> None:
+def _write_beside(out_dir: Path, cells: str, env: dict) -> None:
     """Write the merged run into a new directory beside `out_dir`, then rename it into place (an existing
     directory is renamed away first and removed last), so a reader sees the old run or the new one, never a mix,
     and a failure part way leaves the old run as it was."""
@@ -151,12 +151,7 @@ def _write_beside(out_dir: Path, records: list[CellRecord], env: dict) -> None:
     new = out_dir.with_name(f".{out_dir.name}.merge-{tag}")
     new.mkdir()
     try:
-        writer = RecordWriter(new)
-        for rec in records:
-            writer.write(rec)
-        for p in new.iterdir():  # the writer's lock file: the merged run is cells.jsonl and env.json alone
-            if p.name not in (CELLS_FILE, ENV_FILE):
-                p.unlink()
+        write_text_atomic(new / CELLS_FILE, cells)
         write_env(new, env)
         old = out_dir.with_name(f".{out_dir.name}.old-{tag}")
         had = out_dir.exists()
@@ -209,7 +204,7 @@ def merge_runs(
     imported = import_runs(db_path, runs, merged_run_id=run_id)
     if not unchanged:
         try:
-            _write_beside(out_dir, records, env)
+            _write_beside(out_dir, cells, env)
         except OSError as e:
             raise ImportRefused(f"cannot write the merged run to {out_dir}: {e}") from None
     log.info("merged %d run(s) from %s into %s", len(runs), ", ".join(r.machine for r in runs), out_dir)
