@@ -82,3 +82,21 @@ class OkBackend(_TestBackend):
         artifact = out / "model.txt"
         artifact.write_text(f"{req.backend} {req.height}x{req.width}\n")
         return ExportResult(str(artifact), {"pid": os.getpid()})
+
+
+def dereference_null() -> None:
+    """A real native fault: ctypes reads address 0 (no signal is sent; the CPU faults)."""
+    import ctypes
+
+    ctypes.string_at(0)
+
+
+@register
+class NativeFaultBackend(_TestBackend):
+    """Export faults inside native code, as a runtime's loader crashing on an artifact would."""
+
+    name = "test-native-fault"
+
+    def export(self, req: ExportRequest) -> ExportResult:
+        dereference_null()
+        raise AssertionError("unreachable: the null read did not fault")

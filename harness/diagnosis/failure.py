@@ -60,6 +60,10 @@ def failure_from_outcome(outcome: ExportOutcome, stage: str, log_rel: str | None
     )
     f["signal"] = outcome.signal
     f["log"] = log_rel
+    if outcome.fault:
+        # where a native crash happened, whose code it was and which step (export, load, run) called it: a crash
+        # inside a runtime's own loader is the runtime's, not the model's
+        f.update(outcome.fault)
     return f
 
 

@@ -31,4 +31,6 @@ class ExportOutcome:
     cache_note: str | None = (
         None  # why an entry was not used and the export made again (corrupt, other limits)
     )
+    #: a native crash's Python stack as faulthandler printed it (harness.diagnosis.native_fault.NativeFault.to_dict)
+    fault: dict | None = None
     fresh_failure: dict | None = None  # a fresh export of this content failed to load or run: {stage, reason}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.backends.base import ExportRequest
 from harness.diagnosis.kernel_oom import sigkill_detail
+from harness.diagnosis.native_fault import read_fault
 from harness.diagnosis.outcome import ExportOutcome
 from harness.execute.lifetime import PARENT_ENV
 from harness.execute.worker import REPORT_FD_ENV, os_error_line
@@ -106,6 +107,7 @@ def run_child(
         with open(log_path, "ab") as logf:
             logf.write(f"=== {name} in an isolated process ({work_dir})\n".encode())
             logf.flush()
+            log_offset = logf.tell()  # what this worker writes starts here (faulthandler's stack included)
             proc = subprocess.Popen(
                 [sys.executable, "-m", "harness.execute.worker", str(req_path), str(result_path)],
                 stdout=logf,
@@ -158,14 +160,22 @@ def run_child(
         )
     if rc < 0 or result is None:
         sig = signal.Signals(-rc).name if rc < 0 else None
+        # faulthandler (enabled in every worker) printed the Python stack of a fatal signal into the log
+        fault = read_fault(log_path, log_offset) if sig not in (None, "SIGKILL") else None
         if sig == "SIGKILL":
             detail = sigkill_detail(proc.pid)
         elif sig:
-            detail = f"killed by {sig}"
+            detail = f"killed by {sig}" + (f" {fault.summary()}" if fault else "")
         else:
             detail = f"exited with status {rc} without a result" + (f" ({unreadable})" if unreadable else "")
         return ExportOutcome(
-            "crashed", None, message=f"{name} process {detail}", signal=sig, wall_s=wall, log=str(log_path)
+            "crashed",
+            None,
+            message=f"{name} process {detail}",
+            signal=sig,
+            wall_s=wall,
+            log=str(log_path),
+            fault=fault.to_dict() if fault else None,
         )
     if result["status"] != "ok":
         return ExportOutcome(

@@ -117,6 +117,11 @@ def _probe(payload: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    import faulthandler
+
+    # A native crash (SIGSEGV in a runtime's loader, say) prints this process's Python stack into its log, which
+    # the parent reads back into the failure record (harness.diagnosis.native_fault).
+    faulthandler.enable(all_threads=True)
     from harness.core import allocator
     from harness.execute import lifetime
     from harness.threads import budget, set_budget
