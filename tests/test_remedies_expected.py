@@ -98,3 +98,19 @@ def test_update_records_failures_drops_passes_and_keeps_skips(tmp_path):
     again = ExpectedStatus(f)
     assert set(again.entries) == {"c2", "c3"} and again.entries["c2"]["class"] == "timeout"
     assert f.read_text().startswith("# Known failing cells")
+
+
+def test_a_crashed_aoti_probe_climbs_to_the_loader_rungs_and_nothing_else_does():
+    aoti = _cell(backend="aoti", shape=Shape(640, 640))
+    names = [r.name for r in matching(aoti, "crash", message="probe-640x640 process killed by SIGSEGV")]
+    assert names[:2] == ["aoti-skip-isa-check", "aoti-direct-loader"]
+    by = {r.name: r for r in ladder()}
+    change = combined_change([by["aoti-skip-isa-check"], by["aoti-direct-loader"]])
+    assert change["export_options"] == {}  # the same artifact: nothing is exported again
+    assert change["load_options"] == {"aoti_vec_isa_ok": True, "aoti_loader": "direct"}
+    # a crash in the export (not the probe) or on another backend gets no loader rung
+    assert not {"aoti-skip-isa-check", "aoti-direct-loader"} & {
+        r.name for r in matching(aoti, "crash", message="export process killed by SIGSEGV")
+    }
+    ort = _cell(backend="onnxruntime", shape=Shape(640, 640))
+    assert "aoti-direct-loader" not in [r.name for r in matching(ort, "crash", message="probe-640x640 ...")]

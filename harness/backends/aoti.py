@@ -9,6 +9,7 @@ On CUDA the compiled model runs on torch's current stream, so CUDA events and CU
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -124,6 +125,33 @@ def export_program(req: ExportRequest, device: str, dtype):
         return torch.export.export(model, (im,), dynamic_shapes=dynamic_shapes, strict=False), spec
 
 
+def load_package(artifact: Path, run_single_threaded: bool, device: str, options: dict):
+    """The loaded package. `options` are a remedy's load_options (harness/execute/remedies.yaml):
+    `aoti_vec_isa_ok` skips Inductor's CPU vector-ISA check in `aoti_load_package` (it compiles test programs and
+    starts a child python); `aoti_loader: direct` builds torch's native loader directly, as `aoti_load_package`
+    does after its device-information check (torch/export/pt2_archive/_package.py, `_load_aoti`)."""
+    import torch._inductor
+
+    # device_index -1 is the package's own device (cpu, or the current CUDA device)
+    device_index = 0 if device == "cuda" else -1
+    if options.get("aoti_loader") == "direct":
+        from torch._inductor.package.package import AOTICompiledModel
+
+        loader = torch._C._aoti.AOTIModelPackageLoader(  # type: ignore[attr-defined]
+            str(artifact), "model", run_single_threaded, 1, device_index
+        )
+        return AOTICompiledModel(loader)
+    isa = (
+        torch._inductor.config.patch({"cpp.vec_isa_ok": True})  # type: ignore[attr-defined]
+        if options.get("aoti_vec_isa_ok")
+        else contextlib.nullcontext()
+    )
+    with isa:
+        return torch._inductor.aoti_load_package(
+            str(artifact), run_single_threaded=run_single_threaded, device_index=device_index
+        )
+
+
 @register
 class Aoti(Backend):
     name = "aoti"
@@ -191,11 +219,8 @@ class Aoti(Backend):
         if cell.device == "cpu":
             apply_torch()  # the run's budget: the package's CPU kernels use torch's OpenMP threads
         set_tf32(cell.device, dtype)
-        # device_index -1 is the package's own device (cpu, or the current CUDA device)
-        compiled = torch._inductor.aoti_load_package(
-            str(artifact),
-            run_single_threaded=self.run_single_threaded,
-            device_index=0 if cell.device == "cuda" else -1,
+        compiled = load_package(
+            artifact, self.run_single_threaded, cell.device, export_info.get("load_options") or {}
         )
         runner = AotiRunner(compiled, cell.device, dtype, export_info)
         spec = export_info.get("host_postprocess")

@@ -221,6 +221,10 @@ def export(
         if outcome.status != "ok":
             return fail_outcome(s, outcome, "export", progress)
         s.artifact, s.export_info = Path(outcome.artifact), outcome.info
+        if (
+            a.load_options
+        ):  # the backend's load (here and in the probe process) reads them from the export info
+            s.export_info = {**s.export_info, "load_options": dict(a.load_options)}
         s.fresh = prebuilt is not None or outcome.wall_s is not None
         if "ops" in s.export_info:
             rec.ops = s.export_info["ops"]

@@ -53,6 +53,7 @@ def remedy_attempt(cell: Cell, remedies: list[Remedy], remedy_of: str) -> Attemp
         remedy=name,
         remedy_of=remedy_of,
         export_options=dict(change["export_options"]),
+        load_options=dict(change["load_options"]),
     )
 
 

@@ -53,11 +53,11 @@ def matching(
 
 def combined_change(remedies: list[Remedy]) -> dict:
     """The cumulative change of a chain of remedies (later ones add to earlier ones)."""
-    out: dict = {"export_options": {}}
+    out: dict = {"export_options": {}, "load_options": {}}
     for r in remedies:
         for k, v in r.change.items():
-            if k == "export_options":
-                out["export_options"].update(v)
+            if k in ("export_options", "load_options"):
+                out[k].update(v)
             else:
                 out[k] = v
     return out

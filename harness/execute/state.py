@@ -30,6 +30,8 @@ class Attempt:
     remedy: str | None = None
     remedy_of: str | None = None
     export_options: dict = field(default_factory=dict)
+    #: how the backend loads the artifact (a remedy's load_options): not part of the export, so no re-export
+    load_options: dict = field(default_factory=dict)
     export_cell: Cell | None = None  # the cell whose export is reused (dynamic sweeps run one artifact)
     skip_reason: str | None = None
     prebuilt: ExportOutcome | None = None  # an export made outside this attempt (the dynamic artifact)
