@@ -379,3 +379,30 @@ def test_an_entry_of_the_old_cache_format_is_a_miss(tmp_path):
     with cache.locked(entry, 10):
         found = cache.lookup(entry, export_limits(None))
     assert found.outcome is None and "older cache format" in found.miss
+
+
+def test_a_cuda_graph_variant_shares_its_base_backends_export_entry():
+    from harness import backends
+    from harness.core.axes import Shape
+    from harness.core.cell import Cell
+    from harness.execute.exporting import cache_identity
+
+    def cell(backend):
+        return Cell(
+            size="n",
+            task="detect",
+            head="e2e",
+            backend=backend,
+            device="cuda",
+            shape=Shape(640, 640),
+            batch=1,
+            precision="fp32",
+        )
+
+    base = cache_identity(backends.get("aoti"), cell("aoti"), "w" * 64, {})
+    variant = cache_identity(backends.get("aoti-cudagraph"), cell("aoti-cudagraph"), "w" * 64, {})
+    assert variant == base  # one compile serves both (AOTInductor's takes minutes)
+    assert base[1].startswith("yolo26n-detect-e2e-aoti-cuda-")
+    # another backend, or other export options, is another entry
+    assert cache_identity(backends.get("torch-compile"), cell("torch-compile"), "w" * 64, {}) != base
+    assert cache_identity(backends.get("aoti"), cell("aoti"), "w" * 64, {"remedy": "backbone-only"}) != base

@@ -213,7 +213,6 @@ class Aoti(Backend):
         return ExportResult(str(pt2), {**info, "torch_export_s": export_s, "aoti_compile_s": compile_s})
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
-        import torch._inductor
 
         dtype = torch_dtype(cell.precision)
         if cell.device == "cpu":

@@ -177,6 +177,9 @@ class Backend(ABC):
     supports_dynamic: ClassVar[bool] = False
     #: the library whose version keys the export cache
     library: ClassVar[str | None] = None
+    #: the backend whose export this one shares (a variant that only loads the artifact differently, such as a
+    #: CUDA-graph variant): the export cache keys and names the entry by that backend, so both load one artifact
+    export_as: ClassVar[str | None] = None
     #: exports an artifact for a target this host cannot run (record status "exported"); `load` raises
     export_only: ClassVar[bool] = False
     #: where the report lists this backend (lower first); backends of equal order sort by name

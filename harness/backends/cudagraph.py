@@ -180,6 +180,7 @@ def cudagraph_backend(
         precisions = {"cuda": base.precisions["cuda"]}
         supports_dynamic = False  # a graph replays one shape
         run_single_threaded = True
+        export_as = base.name  # the same artifact as the base backend's (capture happens at load)
 
         def load(self, artifact, cell, export_info: dict) -> Runner:
             return CudaGraphRunner(super().load(artifact, cell, export_info), cell.device)

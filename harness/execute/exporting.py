@@ -44,6 +44,32 @@ log = logging.getLogger(__name__)
 LOCK_MARGIN_S = 300.0
 
 
+def cache_identity(
+    backend, cell: Cell, weights_sha256: str, options: dict, calibration_id=None
+) -> tuple[str, str]:
+    """(cache key, entry name) of the export of `cell` with `options`. A variant that shares its base's export
+    (`Backend.export_as`: the CUDA-graph variants) gets the base's key and name, so both load one artifact."""
+    shared = backend.export_as
+    key_cell = cell.with_(backend=shared) if shared else cell
+    key_type = next((c for c in type(backend).__mro__ if getattr(c, "name", None) == shared), type(backend))
+    fields = {
+        "backend": key_cell.backend,
+        "device": cell.device,
+        "weights_sha256": weights_sha256,
+        "task": cell.task,
+        "head": cell.head,
+        "shape": cell.shape.label,
+        "batch": cell.batch,
+        "precision": cell.precision,
+        "options": options,
+    }
+    if calibration_id is not None:  # another calibration set is another artifact
+        fields["calibration"] = calibration_id
+    key = cache_key(fields, backend.library, inspect.getsourcefile(key_type))
+    suffix = "".join(f"-{k}" for k in sorted(options) if k != "dynamic_range")
+    return key, f"{key_cell.id}{suffix}"
+
+
 def export_artifact(
     backend,
     cell: Cell,
@@ -65,22 +91,9 @@ def export_artifact(
     again, unless it now holds other content (another run replaced it) or content whose fresh export is known
     to fail the same way (`retry_fresh_export`). An export that meets a full disk sets `run.stop_reason`.
     """
-    fields = {
-        "backend": cell.backend,
-        "device": cell.device,
-        "weights_sha256": mat.sha256,
-        "task": cell.task,
-        "head": cell.head,
-        "shape": cell.shape.label,
-        "batch": cell.batch,
-        "precision": cell.precision,
-        "options": options,
-    }
-    if cell.precision == "int8":  # another calibration set is another artifact
-        fields["calibration"] = calibration.identity(data.dataset_yaml())
-    key = cache_key(fields, backend.library, inspect.getsourcefile(type(backend)))
-    suffix = "".join(f"-{k}" for k in sorted(options) if k != "dynamic_range")
-    entry = cache.entry_dir(f"{cell.id}{suffix}", key)
+    calib = calibration.identity(data.dataset_yaml()) if cell.precision == "int8" else None
+    key, name = cache_identity(backend, cell, mat.sha256, options, calib)
+    entry = cache.entry_dir(name, key)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # Another process's export of this entry ends within its export timeout; wait that long and a margin.
     wait_s = config.export_timeout_s + LOCK_MARGIN_S
