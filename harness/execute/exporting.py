@@ -51,7 +51,9 @@ def cache_identity(
     (`Backend.export_as`: the CUDA-graph variants) gets the base's key and name, so both load one artifact."""
     shared = backend.export_as
     key_cell = cell.with_(backend=shared) if shared else cell
-    key_type = next((c for c in type(backend).__mro__ if getattr(c, "name", None) == shared), type(backend))
+    key_type = type(backend)
+    if shared:
+        key_type = next((c for c in key_type.__mro__ if getattr(c, "name", None) == shared), key_type)
     fields = {
         "backend": key_cell.backend,
         "device": cell.device,
