@@ -43,28 +43,51 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def git_commit(repo: Path | None = None) -> str | None:
+#: the file the GPU kit writes at the repository's root when it packs the code for a machine where the copy has no
+#: .git of its own (benchmarks/gpu_pack.sh): one line, the commit (with "-dirty" when the tree had changes)
+KIT_COMMIT_FILE = "KIT_COMMIT"
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _git(repo: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=repo or Path(__file__).resolve().parents[2],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        commit = out.stdout.strip() if out.returncode == 0 else None
-        if commit:
-            dirty = subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=repo or Path(__file__).resolve().parents[2],
-                capture_output=True,
-                text=True,
-                timeout=5,
-            ).stdout.strip()
-            return commit + ("-dirty" if dirty else "")
+        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
-        pass
-    return None
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_commit_info(repo: Path | None = None) -> tuple[str | None, str]:
+    """(commit, how it was read) of the project's code, or (None, why not).
+
+    Read only from the project's own repository: a copy without a .git of its own (the GPU kit's) must not name the
+    commit of whatever repository contains the copy, so `git rev-parse` counts only when its top level is `repo`;
+    otherwise the KIT_COMMIT file written when the code was packed."""
+    repo = (repo or _REPO).resolve()
+    top = _git(repo, "rev-parse", "--show-toplevel")
+    if top is not None and Path(top).resolve() == repo:
+        commit = _git(repo, "rev-parse", "HEAD")
+        if commit:
+            dirty = _git(repo, "status", "--porcelain", "--untracked-files=no")
+            return commit + ("-dirty" if dirty else ""), "git rev-parse HEAD in the project's repository"
+    kit = repo / KIT_COMMIT_FILE
+    if kit.is_file():
+        line = kit.read_text(errors="replace").strip().splitlines()
+        if line and line[0].strip():
+            return line[0].strip()[
+                :80
+            ], f"{KIT_COMMIT_FILE}, written when the code was packed for this machine"
+    if top is not None:
+        return None, (
+            f"the code at {repo} has no git repository of its own (the nearest, {top}, is another one's) "
+            f"and no {KIT_COMMIT_FILE} file"
+        )
+    return None, f"the code at {repo} is not in a git repository and has no {KIT_COMMIT_FILE} file"
+
+
+def git_commit(repo: Path | None = None) -> str | None:
+    """The project's commit (git_commit_info), or None."""
+    return git_commit_info(repo)[0]
 
 
 @dataclass(frozen=True)
@@ -89,12 +112,14 @@ def collect(run_id: str, started_at: str | None = None, *, facts: MachineFacts) 
     """The machine, libraries and settings of a run. `facts`: what the layers above the core report of the machine
     and the run's thread budget (harness.measure.machine.facts()).
     """
+    commit, commit_source = git_commit_info()
     env = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "started_at": started_at or datetime.now(UTC).isoformat(timespec="seconds"),
         "harness_version": __version__,
-        "git_commit": git_commit(),
+        "git_commit": commit,
+        "git_commit_source": commit_source,
         "host": {
             "hostname": socket.gethostname(),
             "os": platform.platform(),
