@@ -100,3 +100,20 @@ class NativeFaultBackend(_TestBackend):
     def export(self, req: ExportRequest) -> ExportResult:
         dereference_null()
         raise AssertionError("unreachable: the null read did not fault")
+
+
+@register
+class PhasedHangBackend(_TestBackend):
+    """Export finishes one phase, then hangs in the next (an autotuning compile that outlasts its budget)."""
+
+    name = "test-phased-hang"
+
+    def export(self, req: ExportRequest) -> ExportResult:
+        from harness.backends._shared.phases import phase
+
+        seconds: dict[str, float] = {}
+        with phase("torch.export", seconds):
+            pass
+        with phase("compile", seconds):
+            while True:
+                time.sleep(60)

@@ -11,6 +11,7 @@ the network up to the one-to-one head's decoded predictions goes on the device, 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from harness.backends import register
@@ -23,6 +24,7 @@ from harness.backends._shared.backbone_only import (
     postprocess_spec,
 )
 from harness.backends._shared.executorch_runtime import ExecuTorchMethodRunner, runtime_backends
+from harness.backends._shared.phases import phase
 from harness.backends._shared.probes import torch_cuda_missing
 from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
 from harness.threads import GPU_CELL_REASON
@@ -64,6 +66,20 @@ class ExecuTorchCudaRunner(ExecuTorchMethodRunner):
 
         if torch.cuda.is_available():
             torch.cuda.synchronize()
+
+
+def autotune_setting(cuda_backend, specs) -> dict:
+    """Whether the CUDA backend's AOTInductor compile autotunes, as its own options say: executorch 1.2 hard-codes
+    Inductor's max_autotune (minutes per export); 1.4 adds a `max_autotune` compile spec."""
+    try:
+        options = cuda_backend.get_aoti_compile_options(specs)
+    except Exception as e:  # an older or newer signature: say so rather than guess
+        return {"max_autotune": None, "max_autotune_source": f"get_aoti_compile_options failed: {e!r}"[:300]}
+    return {
+        "max_autotune": options.get("max_autotune"),
+        "max_autotune_source": "executorch CudaBackend.get_aoti_compile_options",
+        "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+    }
 
 
 @register
@@ -148,16 +164,22 @@ class ExecuTorchCuda(Backend):
             info["host_postprocess"] = postprocess_spec(model)
             model = backbone_only(model)
         im = torch.zeros(req.batch, 3, req.height, req.width)
-        ep = torch.export.export(model, (im,), strict=False)
-        partitioner = CudaPartitioner([CudaBackend.generate_method_name_compile_spec("forward")])
-        edge = to_edge_transform_and_lower(
-            ep,
-            partitioner=[partitioner],
-            compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
-        )
+        specs = [CudaBackend.generate_method_name_compile_spec("forward")]
+        info.update(autotune_setting(CudaBackend, specs))
+        phases: dict[str, float] = {}
+        info["phase_s"] = phases
+        with phase("torch.export", phases):
+            ep = torch.export.export(model, (im,), strict=False)
+        with phase("to_edge_transform_and_lower (AOTInductor compile of the CUDA partitions)", phases):
+            edge = to_edge_transform_and_lower(
+                ep,
+                partitioner=[CudaPartitioner(specs)],
+                compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
+            )
         info["ops"] = delegation_ops(edge.exported_program().graph_module)
         info["dtypes"] = lowered_dtypes(edge.exported_program().graph_module)
-        program = edge.to_executorch()
+        with phase("to_executorch", phases):
+            program = edge.to_executorch()
         # The artifact is a directory, so its size counts the .pte and the .ptd weights together.
         out = Path(req.out_dir) / (
             f"yolo26{req.size}-{req.task}-executorch-cuda" + ("-backbone" if remedy else "")

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.backends._shared.phases import last_phase
 from harness.backends.base import ExportRequest
 from harness.diagnosis.kernel_oom import sigkill_detail
 from harness.diagnosis.native_fault import read_fault
@@ -34,6 +35,16 @@ def kill_live_workers() -> None:
     for pgid in list(_LIVE):
         with contextlib.suppress(OSError):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def _how_far(log_path: Path, offset: int) -> str | None:
+    """The last phase a killed worker printed (harness.backends._shared.phases), or None."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            return last_phase(f.read().decode("utf-8", "replace"))
+    except OSError:
+        return None
 
 
 def _read_report(fd: int) -> str | None:
@@ -127,10 +138,12 @@ def run_child(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 logf.write(f"\n=== killed after the {timeout_s:.0f} s timeout\n".encode())
+                logf.flush()
+                got = _how_far(log_path, log_offset)
                 return ExportOutcome(
                     "timeout",
                     None,
-                    message=f"{name} exceeded the {timeout_s:.0f} s timeout",
+                    message=f"{name} exceeded the {timeout_s:.0f} s timeout" + (f"; {got}" if got else ""),
                     wall_s=time.perf_counter() - t0,
                     log=str(log_path),
                 )
