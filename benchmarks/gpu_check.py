@@ -454,8 +454,11 @@ def run_cells(
     return rows
 
 
-def executorch_cuda_exports(runner, cell) -> list[Row]:
-    """ExecuTorch CUDA full and backbone-only, exported in isolated processes (an export is the finding here)."""
+def executorch_cuda_exports(runner, cell, budget_s: float = 1800.0) -> list[Row]:
+    """ExecuTorch CUDA full and backbone-only, exported in isolated processes (an export is the finding here),
+    within `budget_s` together: each export gets what is left of it (a timed-out export's row names the last phase
+    it reached). Both run with one Inductor cache folder ($TORCHINDUCTOR_CACHE_DIR), so the backbone-only export
+    reuses the kernels the full one autotuned."""
     from harness import backends
     from harness.backends.base import ExportRequest
     from harness.backends.executorch_cuda import REMEDY_BACKBONE_ONLY
@@ -464,19 +467,29 @@ def executorch_cuda_exports(runner, cell) -> list[Row]:
     backend = backends.get(cell.backend)
     reason = backend.unsupported(cell) or backend.probe(cell.device)
     rows = []
+    t_end = time.monotonic() + budget_s
     for remedy in (None, REMEDY_BACKBONE_ONLY):
         name = cell.id + (f" [{remedy}]" if remedy else " [full]")
         if reason:
             rows.append(Row(name, "skipped", note=reason))
             continue
+        left = t_end - time.monotonic()
+        if left < 30:
+            rows.append(Row(name, "not run", note=f"{max(0.0, left):.0f} s of the ExecuTorch budget left"))
+            continue
         mat = runner.materialize(cell)
         out_dir = runner.config.cache_dir / "gpu-check-exports" / (cell.id + ("-" + remedy if remedy else ""))
         req = ExportRequest.for_cell(cell, mat.checkpoint, out_dir, {"remedy": remedy} if remedy else {})
-        outcome = run_export(req, runner.config.run_dir / "logs" / f"{cell.id}-{remedy or 'full'}.log", 1800)
+        outcome = run_export(req, runner.config.run_dir / "logs" / f"{cell.id}-{remedy or 'full'}.log", left)
         status = "exported" if outcome.status == "ok" else outcome.status
-        note = (outcome.message or "").splitlines()[0][:160] if outcome.message else ""
+        note = (outcome.message or "").splitlines()[0][:400] if outcome.message else ""
         if outcome.status == "ok":
-            note = f"export {outcome.export_s:.1f}s, ops {outcome.info.get('ops')}"
+            info = outcome.info
+            phases = ", ".join(f"{k.split(' ')[0]} {v:.1f}s" for k, v in (info.get("phase_s") or {}).items())
+            note = (
+                f"export {outcome.export_s:.1f}s ({phases}); max_autotune {info.get('max_autotune')}; "
+                f"ops {info.get('ops')}"
+            )
             not_run = backend.export_only_reason(cell)
             if not_run:
                 note += f"; not run: {not_run}"
@@ -501,10 +514,14 @@ def executorch_only(args) -> int:
         ),
         progress=lambda m: print(f"  {m}", flush=True),
     )
+    # one Inductor cache for both exports: the backbone-only export reuses what the full one autotuned
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(args.out / "inductor-cache"))
+    print(f"  Inductor cache: {os.environ['TORCHINDUCTOR_CACHE_DIR']}", flush=True)
     rows: list[Row] = []
+    t_end = time.monotonic() + args.budget_s
     for cell in cell_plan([s for s in args.sizes.split(",") if s], args.shape):
         if cell.backend == "executorch-cuda":
-            rows += executorch_cuda_exports(runner, cell)
+            rows += executorch_cuda_exports(runner, cell, max(0.0, t_end - time.monotonic()))
     print_table(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu_check.json").write_text(json.dumps({"rows": [asdict(r) for r in rows]}, indent=2))
@@ -552,7 +569,15 @@ def main(argv: list[str] | None = None) -> int:
         help="only the ExecuTorch CUDA exports (full and backbone-only) of --sizes at --shape, as isolated "
         "exports; no self-check (runs without a GPU too: each export is then a skip with its reason)",
     )
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=1800.0,
+        help="seconds for the ExecuTorch CUDA exports together (default 1800): each gets what is left",
+    )
     args = ap.parse_args(argv)
+    if args.budget_s <= 0:
+        ap.error("--budget-s must be positive")
     if args.executorch_only:
         return executorch_only(args)
 

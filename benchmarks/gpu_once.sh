@@ -1,54 +1,61 @@
 #!/usr/bin/env bash
-# The first GPU run as one command (issue 24; docs/gpu.md "The one-command GPU run"). Bounded by a time budget
-# (default 540 s, under the device tool's 10 minutes), it writes at most 8 files into OUT:
+# The GPU kit: every GPU backend the machine can run, in two calls of at most 9 minutes each (docs/gpu.md "The GPU
+# kit"). A GPU machine without a registry takes commands of at most 10 minutes, so each call is one command,
+# bounded by --budget-s (default 530 s), and writes at most 8 files of at most 16 MiB each into OUT:
 #
-#   gpu_once.log        everything printed: versions, idle power, whether NVML sees this process, each step
-#   self_check.json     benchmarks/gpu_check.py --self-check-only (absent where it could not run: no GPU)
-#   cells-n.jsonl       the suite's records of yolo26n (copied as soon as its run ends, before yolo26s starts)
+#   gpu_once.log        everything printed: versions, the wheels' imports, idle power, NVML, each step, the table
+#   self_check.json     benchmarks/gpu_check.py --self-check-only (call 1; absent where it could not run: no GPU)
+#   cells.jsonl         the suite's records of this call (copied when the suite ends, also on interruption)
 #   env.json            that run's environment
-#   cells-s.jsonl       the suite's records of yolo26s
-#   executorch_cuda.json  the ExecuTorch CUDA exports of yolo26n, full and backbone-only (the seeds' claims)
-#   logs.tar.gz         the runs' logs (per cell, probes, exports)
+#   executorch_cuda.json  the ExecuTorch CUDA exports, full and backbone-only (call 2)
+#   table.txt           one line per cell: status, p50, e2e p99, GPU memory, energy, why not ok
+#   logs.tar.gz         the runs' logs: failed cells' whole, the others' head and tail, under 15 MiB
 #
-# Steps: install the wheels (scripts/gpu_wheels.sh) with --no-deps into a target folder; print versions, idle
-# power and whether NVML sees this process; gpu_check.py --self-check-only; the suite for yolo26n, then yolo26s
-# (e2e, 640, fp32, torch-eager, torch-compile, aoti and torch-eager-cudagraph on cuda, one timing episode,
-# scenarios on yolo26n only, no accuracy); the ExecuTorch CUDA exports of yolo26n. A step that would start with
-# less than 20 s left is skipped; when the budget runs out, what finished is kept (records are copied as each run
-# ends, the log archive is written on exit).
+#   call 1: self-check; yolo26n and yolo26s at 640, fp32 and fp16, batch 1 and 16: torch-eager,
+#           torch-eager-cudagraph, torch-compile, torch-compile-max-autotune; scenarios on yolo26n (640, batch 1)
+#   call 2: yolo26n at 640 and the dynamic-shape probe, fp32: aoti (and its loader remedies), aoti-cudagraph (the
+#           same artifact); then the ExecuTorch CUDA exports of yolo26n, full and backbone-only, in what is left
+#           (at most --et-budget-s), with one Inductor cache so the second reuses what the first autotuned
 #
-#   benchmarks/gpu_once.sh OUT [--wheels DIR] [--budget-s N] [--device-cpu] [--shape N] [--backends LIST]
-#                              [--scenarios n640|all|none] [--collect-only]
+#   benchmarks/gpu_once.sh OUT [--call 1|2] [--wheels DIR] [--budget-s N] [--et-budget-s N] [--device-cpu]
+#                              [--sizes L] [--shapes L] [--precisions L] [--batches L] [--backends L]
+#                              [--scenarios screen|n640|all|none] [--no-executorch] [--collect-only]
 #
+#   --call N        which call (default 1); the lists below override the call's own
 #   --wheels DIR    the wheel folder (default: gpu-wheels beside the repository); absent: the installed packages
-#   --device-cpu    rehearsal on a CPU: device cpu for cuda, yolo26n only, no graph variant
-#   --shape N       square input size (default 640)
-#   --backends L    comma-separated backends (default torch-eager,torch-compile,aoti,torch-eager-cudagraph)
-#   --scenarios M   yolo26n's scenarios (default all: every yolo26n cell of the run; yolo26s never runs them)
-#   --collect-only  only the suite commands with --collect-only: each cell's skip reason or "runs here"
-# $PYTHON is the interpreter (default python3). Exit status: 0 every size's records were written; 1 one was not;
-# 2 bad arguments.
+#   --device-cpu    rehearsal on a CPU: device cpu for cuda, yolo26n only, no CUDA-only backend, batch 1
+#   --collect-only  only the suite command with --collect-only: each cell's skip reason or "runs here"
+# TensorRT and onnxruntime-gpu do not travel (their wheels are over 1 GB, a call carries 64 MiB): the kit says so;
+# README.md "On a GPU" says how to run those cells on a GPU runner with a registry.
+# $PYTHON is the interpreter (default python3). Exit status: 0 the call's records were written; 1 they were not, or
+# a kit wheel did not import; 2 bad arguments.
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 py=${PYTHON:-python3}
 out=""
+call=1
 wheels="$(dirname "$repo")/gpu-wheels"
-budget=540
+budget=530
+et_budget=300
 device=cuda
-sizes="n s"
-shape=640
-backends="torch-eager,torch-compile,aoti,torch-eager-cudagraph"
-scenarios_n=all
+sizes="" shapes="" precisions="" batches="" backends="" scenarios=""
+executorch=""
 collect_only=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
+        --call) call=${2:?--call needs 1 or 2}; shift 2 ;;
         --wheels) wheels=${2:?--wheels needs a folder}; shift 2 ;;
         --budget-s) budget=${2:?--budget-s needs seconds}; shift 2 ;;
-        --device-cpu) device=cpu; sizes="n"; shift ;;
-        --shape) shape=${2:?--shape needs a size}; shift 2 ;;
+        --et-budget-s) et_budget=${2:?--et-budget-s needs seconds}; shift 2 ;;
+        --device-cpu) device=cpu; shift ;;
+        --sizes) sizes=${2:?--sizes needs a list}; shift 2 ;;
+        --shape|--shapes) shapes=${2:?--shapes needs a list}; shift 2 ;;
+        --precisions) precisions=${2:?--precisions needs a list}; shift 2 ;;
+        --batches) batches=${2:?--batches needs a list}; shift 2 ;;
         --backends) backends=${2:?--backends needs a list}; shift 2 ;;
-        --scenarios) scenarios_n=${2:?--scenarios needs n640, all or none}; shift 2 ;;
+        --scenarios) scenarios=${2:?--scenarios needs screen, n640, all or none}; shift 2 ;;
+        --no-executorch) executorch=0; shift ;;
         --collect-only) collect_only=1; shift ;;
         -*) echo "gpu_once.sh: unknown option: $1" >&2; exit 2 ;;
         *) [[ -z "$out" ]] || { echo "gpu_once.sh: one output folder only (got $out and $1)" >&2; exit 2; }
@@ -56,37 +63,48 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ -n "$out" ]] || { echo "usage: benchmarks/gpu_once.sh OUT [options] (see the header of this script)" >&2; exit 2; }
-[[ "$budget" =~ ^[0-9]+$ && "$shape" =~ ^[0-9]+$ ]] || { echo "gpu_once.sh: --budget-s and --shape take whole numbers" >&2; exit 2; }
-if [[ $device == cpu ]]; then
-    # the graph variant is cuda only: a rehearsal on a CPU runs the rest
-    backends=$(echo "$backends" | tr ',' '\n' | grep -v -- '-cudagraph$' | paste -sd, -)
-fi
+[[ "$budget" =~ ^[0-9]+$ && "$et_budget" =~ ^[0-9]+$ ]] || { echo "gpu_once.sh: --budget-s and --et-budget-s take whole numbers" >&2; exit 2; }
+[[ "$call" == 1 || "$call" == 2 ]] || { echo "gpu_once.sh: --call takes 1 or 2, not $call" >&2; exit 2; }
 
-suite_cmd() {  # the suite command for one size
-    local size=$1 scen=none
-    [[ $size == n ]] && scen=$scenarios_n
+# each call's own selection, unless the command line chose
+if [[ $call == 1 ]]; then
+    : "${sizes:=n,s}" "${shapes:=640}" "${precisions:=fp32,fp16}" "${batches:=1,16}" "${scenarios:=n640}"
+    : "${backends:=torch-eager,torch-eager-cudagraph,torch-compile,torch-compile-max-autotune}" "${executorch:=0}"
+else
+    : "${sizes:=n}" "${shapes:=640,dynamic}" "${precisions:=fp32}" "${batches:=1}" "${scenarios:=none}"
+    : "${backends:=aoti,aoti-cudagraph}" "${executorch:=1}"
+fi
+if [[ $device == cpu ]]; then
+    # CUDA-only backends have nothing to rehearse on a CPU; yolo26n, batch 1, fp32 keep the rehearsal short
+    backends=$(echo "$backends" | tr ',' '\n' | grep -v -e '-cudagraph$' -e 'max-autotune$' | paste -sd, -)
+    sizes=n batches=1 precisions=fp32
+fi
+[[ -n "$backends" ]] || { echo "gpu_once.sh: no backend left to run on $device" >&2; exit 2; }
+
+suite_cmd() {  # the suite command of this call
     echo "$py" -m pytest "$repo/suites/" --benchmark-only -p no:randomly -q --rootdir "$repo" \
-        --sizes "$size" --shapes "$shape" --heads e2e --precisions fp32 --devices "$device" --backends "$backends" \
-        --timing-episodes 1 --max-time 1 --no-accuracy --scenarios "$scen" --no-report --no-history
+        --sizes "$sizes" --shapes "$shapes" --heads e2e --precisions "$precisions" --batches "$batches" \
+        --devices "$device" --backends "$backends" --timing-episodes 1 --max-time 1 --no-accuracy \
+        --scenarios "$scenarios" --no-report --no-history
 }
 
 if [[ $collect_only -eq 1 ]]; then
-    for size in $sizes; do
-        # shellcheck disable=SC2046
-        PYTHONPATH="$repo" $(suite_cmd "$size") --results-dir "${TMPDIR:-/tmp}/gpu_once-collect" --collect-only || exit 1
-    done
+    # shellcheck disable=SC2046
+    PYTHONPATH="$repo" $(suite_cmd) --results-dir "${TMPDIR:-/tmp}/gpu_once-collect" --collect-only || exit 1
     exit 0
 fi
 
 mkdir -p "$out" || exit 2
 if [[ -n "$(ls -A "$out" 2>/dev/null)" ]]; then
-    echo "gpu_once.sh: $out is not empty (it gets at most 8 files of this run only)" >&2
+    echo "gpu_once.sh: $out is not empty (it gets at most 8 files of this call only)" >&2
     exit 2
 fi
 out=$(cd "$out" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_once.XXXXXX")
+run_id="gpu-once-call$call"
 exec > >(tee "$out/gpu_once.log") 2>&1
 t_end=$((SECONDS + budget))
+status=0
 
 left() { echo $((t_end - SECONDS)); }
 
@@ -105,20 +123,40 @@ step() {  # step NAME CMD...: run CMD within the time left; its exit status
     return $rc
 }
 
-collect() {  # what finished, into OUT (also on interruption)
-    tar -czf "$out/logs.tar.gz" -C "$work" --exclude='cache' --exclude='*.pt' --exclude='*.pt2' \
-        --exclude='*.pte' --exclude='*.ptd' --exclude='*.onnx' --exclude='*.engine' . 2>/dev/null
-    echo "== files in $out: $(ls "$out" | tr '\n' ' ')"
+collect() {  # what finished, into OUT (also on interruption): records, table, trimmed logs, and every file's size
+    local recs="$work/results/$run_id/cells.jsonl"
+    if [[ -f "$recs" ]]; then
+        cp "$recs" "$out/cells.jsonl"
+        cp "$work/results/$run_id/env.json" "$out/env.json" 2>/dev/null
+        echo "== table (call $call)"
+        "$py" "$repo/benchmarks/gpu_kit.py" table "$out/cells.jsonl" | tee "$out/table.txt"
+    else
+        echo "== suite: no records"
+    fi
+    "$py" "$repo/benchmarks/gpu_kit.py" pack-logs "$work" "$out/logs.tar.gz" --records "$out/cells.jsonl"
+    echo "== files in $out (each must be under 16 MiB, at most 8):"
+    "$py" "$repo/benchmarks/gpu_kit.py" sizes "$out" || echo "== a returned file is over the limits"
+    echo "== gpu_once call $call: done in $SECONDS s, exit $status"
 }
 trap collect EXIT
 
-echo "== gpu_once: repo $repo, device $device, sizes $sizes, shape $shape, backends $backends, budget ${budget} s"
+echo "== gpu_once call $call: repo $repo, device $device, sizes $sizes, shapes $shapes, precisions $precisions," \
+    "batches $batches, backends $backends, scenarios $scenarios, budget ${budget} s"
+[[ -f "$repo/KIT_COMMIT" ]] && echo "== code: $(head -1 "$repo/KIT_COMMIT") (KIT_COMMIT, written when it was packed)"
 export PYTHONPATH="$repo"
+# one Inductor cache for the whole call (AOTInductor, torch.compile, ExecuTorch CUDA): autotuning results found by
+# one export are reused by the next (the compile times in the records say cold or not: their caches are off)
+export TORCHINDUCTOR_CACHE_DIR="$work/inductor-cache"
 if compgen -G "$wheels/*.whl" >/dev/null; then
     step install "$py" -m pip install --no-deps --no-index --quiet --target "$work/site" "$wheels"/*.whl \
         && export PYTHONPATH="$work/site:$repo"
 else
     echo "== install: no wheels in $wheels: using the installed packages"
+fi
+if ! step imports "$py" "$repo/benchmarks/gpu_kit.py" imports "$repo/scripts/gpu_wheels.txt"; then
+    echo "== a kit wheel does not import: the cells would fail for that reason, not the backend's; stopping"
+    status=1
+    exit 1
 fi
 
 step versions "$py" - <<'EOF'
@@ -127,12 +165,19 @@ import os
 import platform
 
 for dist in ("torch", "triton", "nvidia-ml-py", "ultralytics", "ultralytics-thop", "executorch", "torchao",
-             "onnxruntime", "onnxruntime-gpu", "tensorrt", "numpy", "opencv-python", "opencv-python-headless"):
+             "mlcommons-loadgen", "onnxruntime", "onnxruntime-gpu", "tensorrt", "numpy", "opencv-python",
+             "opencv-python-headless"):
     try:
         print(f"{dist} {md.version(dist)}")
     except md.PackageNotFoundError:
         print(f"{dist} (not installed)")
 print("python", platform.python_version())
+for dist, size in (("tensorrt", "TensorRT"), ("onnxruntime-gpu", "onnxruntime-gpu")):
+    try:
+        md.version(dist)
+    except md.PackageNotFoundError:
+        print(f"{size}: not run here: its wheels are over 1 GB and a call carries 64 MiB; run its cells on a GPU "
+              "runner with a registry (README.md, 'On a GPU')")
 import torch
 
 print("torch.version.cuda", torch.version.cuda, "| cuda available:", torch.cuda.is_available())
@@ -157,26 +202,22 @@ else:
         print(f"NVML sees this process: no ({used}; a container with its own PID namespace? docs/gpu.md)")
 EOF
 
-step self-check "$py" "$repo/benchmarks/gpu_check.py" --self-check-only --out "$work/self-check"
-[[ -f "$work/self-check/gpu_check.json" ]] && cp "$work/self-check/gpu_check.json" "$out/self_check.json"
+if [[ $call == 1 ]]; then
+    step self-check "$py" "$repo/benchmarks/gpu_check.py" --self-check-only --out "$work/self-check"
+    [[ -f "$work/self-check/gpu_check.json" ]] && cp "$work/self-check/gpu_check.json" "$out/self_check.json"
+fi
 
-status=0
-for size in $sizes; do
-    run_id="gpu-once-$size"
-    # shellcheck disable=SC2046
-    step "suite yolo26$size" $(suite_cmd "$size") --results-dir "$work/results" --cache-dir "$work/cache" \
-        --run-id "$run_id"
-    if [[ -f "$work/results/$run_id/cells.jsonl" ]]; then
-        cp "$work/results/$run_id/cells.jsonl" "$out/cells-$size.jsonl"
-        [[ -f "$out/env.json" ]] || cp "$work/results/$run_id/env.json" "$out/env.json" 2>/dev/null
-    else
-        echo "== suite yolo26$size: no records"
-        status=1
-    fi
-done
+# the suite leaves the ExecuTorch exports --et-budget-s; they get whatever is left when the suite ends
+saved_end=$t_end
+[[ $executorch == 1 ]] && t_end=$((t_end - et_budget))
+# shellcheck disable=SC2046
+step "suite (call $call)" $(suite_cmd) --results-dir "$work/results" --cache-dir "$work/cache" --run-id "$run_id"
+[[ -f "$work/results/$run_id/cells.jsonl" ]] || status=1
+t_end=$saved_end
 
-step "executorch-cuda exports" "$py" "$repo/benchmarks/gpu_check.py" --executorch-only --sizes n \
-    --shape "$shape" --out "$work/executorch"
-[[ -f "$work/executorch/gpu_check.json" ]] && cp "$work/executorch/gpu_check.json" "$out/executorch_cuda.json"
-echo "== gpu_once: done in $SECONDS s, exit $status"
+if [[ $executorch == 1 ]]; then
+    step "executorch-cuda exports" "$py" "$repo/benchmarks/gpu_check.py" --executorch-only --sizes n \
+        --shape "${shapes%%,*}" --out "$work/executorch" --budget-s $(($(left) - 15))
+    [[ -f "$work/executorch/gpu_check.json" ]] && cp "$work/executorch/gpu_check.json" "$out/executorch_cuda.json"
+fi
 exit $status

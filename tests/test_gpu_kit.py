@@ -57,34 +57,55 @@ def _tiny_wheel(folder: Path) -> Path:
 @cpu_machine
 @pytest.mark.slow
 @pytest.mark.export
-def test_the_kit_runs_end_to_end_on_a_cpu(tmp_path):
+def test_the_kits_first_call_runs_end_to_end_on_a_cpu(tmp_path):
     out = tmp_path / "out"
     _tiny_wheel(tmp_path / "wheels")
-    args = ["bash", str(ONCE), str(out), "--device-cpu", "--shape", "64", "--backends", "torch-eager"]
-    args += ["--scenarios", "none", "--budget-s", "240", "--wheels", str(tmp_path / "wheels")]
+    args = ["bash", str(ONCE), str(out), "--call", "1", "--device-cpu", "--shapes", "64", "--backends"]
+    args += ["torch-eager", "--scenarios", "none", "--budget-s", "240", "--wheels", str(tmp_path / "wheels")]
     p = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=400)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     files = sorted(f.name for f in out.iterdir())
     assert len(files) <= 8
-    assert {"gpu_once.log", "cells-n.jsonl", "env.json", "executorch_cuda.json", "logs.tar.gz"} <= set(files)
+    assert {"gpu_once.log", "cells.jsonl", "env.json", "table.txt", "logs.tar.gz"} <= set(files)
     log = (out / "gpu_once.log").read_text()
     assert "== install: exit 0" in log
+    assert "== imports: exit 0" in log and "import mlperf_loadgen (mlcommons-loadgen==6.0.17): ok" in log
+    assert "TensorRT: not run here: its wheels are over 1 GB" in log
     assert (
         "torch " in log and "idle power: not read:" in log and "NVML sees this process: not checked:" in log
     )
     assert "== self-check: exit 3" in log and "no CUDA device visible to torch" in log
     assert "self_check.json" not in files  # it could not run here: nothing pretends it did
-    recs = [json.loads(line) for line in (out / "cells-n.jsonl").read_text().splitlines()]
+    assert "executorch_cuda.json" not in files  # call 1 exports no ExecuTorch CUDA
+    recs = [json.loads(line) for line in (out / "cells.jsonl").read_text().splitlines()]
     ran = [r for r in recs if r["cell_id"] == "yolo26n-detect-e2e-torch-eager-cpu-64x64-b1-fp32"]
     assert ran and ran[0]["status"] == "ok" and ran[0]["latency_ms"]["p50"] > 0
-    assert "cells-s.jsonl" not in files  # the rehearsal runs yolo26n only
+    assert "yolo26n-detect-e2e-torch-eager-cpu-64x64-b1-fp32  ok" in (out / "table.txt").read_text()
+    assert re.search(r"logs\.tar\.gz  \d+\.\d\d MiB", log)  # every returned file's size is printed
+    with tarfile.open(out / "logs.tar.gz") as t:
+        names = t.getnames()
+    assert any("gpu-once-call1/logs" in n for n in names)
+    assert not any(n.endswith((".pt", ".pt2", ".onnx")) for n in names)
+
+
+@cpu_machine
+@pytest.mark.slow
+@pytest.mark.export
+def test_the_kits_second_call_runs_end_to_end_on_a_cpu(tmp_path):
+    """aoti through the real export and probe, then the ExecuTorch CUDA exports as skips with their reason."""
+    out = tmp_path / "out"
+    args = ["bash", str(ONCE), str(out), "--call", "2", "--device-cpu", "--shapes", "64", "--budget-s", "400"]
+    args += ["--et-budget-s", "60", "--wheels", str(tmp_path / "none")]
+    p = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    recs = [json.loads(line) for line in (out / "cells.jsonl").read_text().splitlines()]
+    assert [(r["cell_id"], r["status"]) for r in recs] == [
+        ("yolo26n-detect-e2e-aoti-cpu-64x64-b1-fp32", "ok")
+    ]
     rows = json.loads((out / "executorch_cuda.json").read_text())["rows"]
     assert [r["status"] for r in rows] == ["skipped", "skipped"]
     assert all("sees none" in r["note"] for r in rows)
-    with tarfile.open(out / "logs.tar.gz") as t:
-        names = t.getnames()
-    assert any("gpu-once-n/logs" in n for n in names)
-    assert not any(n.endswith((".pt", ".pt2", ".onnx")) for n in names)
+    assert "self_check.json" not in {f.name for f in out.iterdir()}  # call 2 has no self-check
 
 
 @cpu_machine
@@ -98,9 +119,29 @@ def test_the_kit_suite_command_collects_every_cuda_cell_as_a_skip_with_its_reaso
     )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     lines = [line for line in p.stdout.splitlines() if re.match(r"yolo26[ns]-detect-e2e-\S+-cuda-", line)]
-    # yolo26n and yolo26s x torch-eager, torch-compile, aoti, torch-eager-cudagraph, at 640, fp32
-    assert len(lines) == 8
+    # call 1: yolo26n and yolo26s x 4 backends x fp32, fp16 x batch 1, 16, at 640
+    assert len(lines) == 32
     assert all(": skip: no CUDA device visible to torch" in line for line in lines), lines
+    p2 = subprocess.run(
+        ["bash", str(ONCE), "/nonexistent", "--call", "2", "--collect-only"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    fates = dict(
+        line.split(": ", 1)
+        for line in p2.stdout.splitlines()
+        if re.match(r"yolo26n-detect-e2e-aoti\S*: ", line)
+    )
+    # call 2: aoti and aoti-cudagraph at 640, and aoti's dynamic-shape probe (a graph replays one shape)
+    assert sorted(fates) == [
+        "yolo26n-detect-e2e-aoti-cuda-640x640-b1-fp32",
+        "yolo26n-detect-e2e-aoti-cuda-dynamic-b1-fp32",
+        "yolo26n-detect-e2e-aoti-cudagraph-cuda-640x640-b1-fp32",
+        "yolo26n-detect-e2e-aoti-cudagraph-cuda-dynamic-b1-fp32",
+    ], p2.stdout[-2000:]
+    assert "does not export dynamic" in fates["yolo26n-detect-e2e-aoti-cudagraph-cuda-dynamic-b1-fp32"]
     # the other way: the rehearsal's cpu cells would run here
     p = subprocess.run(
         ["bash", str(ONCE), "/nonexistent", "--collect-only", "--device-cpu", "--backends", "torch-eager"],
@@ -136,6 +177,7 @@ def test_bad_kit_arguments_are_one_clear_error_line(tmp_path):
         ([], "usage: benchmarks/gpu_once.sh OUT"),
         ([str(tmp_path / "a"), "--bogus"], "unknown option: --bogus"),
         ([str(tmp_path / "a"), "--budget-s", "soon"], "take whole numbers"),
+        ([str(tmp_path / "a"), "--call", "3"], "--call takes 1 or 2"),
     ):
         p = subprocess.run(["bash", str(ONCE), *args], env=_env(), capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and phrase in p.stderr
@@ -217,3 +259,87 @@ def test_the_docs_wheel_list_is_the_kit_and_fits():
     assert "scripts/gpu_wheels.sh" in doc and "benchmarks/gpu_once.sh" in doc
     assert "pip download --no-deps -d wheelhouse" not in doc
     assert not re.search(r"pip (download|install)[^\n]*(polars|opencv-python-headless)", doc)
+
+
+# -- benchmarks/gpu_kit.py -------------------------------------------------------------------------------------------
+def _kit():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_kit", REPO / "benchmarks" / "gpu_kit.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_kit_wheel_names_the_module_it_provides_and_a_missing_one_fails(tmp_path, capsys):
+    kit = _kit()
+    modules = dict(kit.wheel_modules(REPO / "scripts" / "gpu_wheels.txt"))
+    assert (
+        modules["mlcommons-loadgen==6.0.17"] == "mlperf_loadgen"
+    )  # the first run lacked it: no scenario ran
+    bad = tmp_path / "w.txt"
+    bad.write_text("nosuchdist==1.0 --hash=sha256:" + "0" * 64 + "  # 10 import no_such_module_here\n")
+    assert kit.check_imports(bad) == 1
+    assert "import no_such_module_here (nosuchdist==1.0): FAILED" in capsys.readouterr().out
+    unnamed = tmp_path / "u.txt"
+    unnamed.write_text("x==1 --hash=sha256:" + "0" * 64 + "  # 10\n")
+    with pytest.raises(ValueError, match="no 'import MODULE'"):
+        kit.wheel_modules(unnamed)
+
+
+def test_pack_logs_keeps_failed_cells_whole_and_fits_the_limit(tmp_path):
+    kit = _kit()
+    logs = tmp_path / "work" / "results" / "run" / "logs"
+    logs.mkdir(parents=True)
+    noisy = "".join(f"line {i} {'x' * 90}\n" for i in range(200_000))  # ~19 MB, over what comes back
+    (logs / "ok-cell.log").write_text(noisy)
+    (logs / "bad-cell.log").write_text("start\n" + "y\n" * 5000 + "Fatal Python error: Segmentation fault\n")
+    recs = [
+        {"cell_id": "ok", "status": "ok", "log": "logs/ok-cell.log"},
+        {"cell_id": "bad", "status": "crashed", "log": "logs/bad-cell.log"},
+    ]
+    dest = tmp_path / "logs.tar.gz"
+    kept = kit.pack_logs(tmp_path / "work", dest, recs, limit=2 * kit.MiB)
+    assert dest.stat().st_size < 2 * kit.MiB and kept["whole"] == ["bad-cell.log"]
+    with tarfile.open(dest) as t:
+        bad = t.extractfile("results/run/logs/bad-cell.log").read().decode()
+        ok = t.extractfile("results/run/logs/ok-cell.log").read().decode()
+    assert bad.endswith("Segmentation fault\n") and bad.count("y\n") == 5000  # whole
+    assert "lines left out" in ok and ok.startswith("line 0 ") and "line 199999 " in ok  # head and tail
+
+
+def test_sizes_flags_a_file_over_16_mib_and_more_than_8_files(tmp_path, capsys):
+    kit = _kit()
+    (tmp_path / "small.txt").write_text("x")
+    assert kit.check_sizes(tmp_path) == 0
+    with open(tmp_path / "big.bin", "wb") as f:
+        f.truncate(17 * kit.MiB)
+    assert kit.check_sizes(tmp_path) == 1 and "OVER" in capsys.readouterr().out
+    (tmp_path / "big.bin").unlink()
+    for i in range(9):
+        (tmp_path / f"f{i}.txt").write_text("x")
+    assert kit.check_sizes(tmp_path) == 1
+
+
+def test_the_table_names_where_a_crash_happened():
+    kit = _kit()
+    rows = kit.table_rows(
+        [
+            {
+                "cell_id": "c",
+                "status": "crashed",
+                "reason": "probe process killed by SIGSEGV",
+                "failure": {"where": "torch.export.pt2_archive._package._load_aoti"},
+            },
+            {
+                "cell_id": "d",
+                "status": "ok",
+                "latency_ms": {"p50": 1.5},
+                "latency_e2e_ms": {"p99": 7.25},
+                "memory": {"device_peak_process_mib": 600.0, "torch_max_reserved_mib": 144.0},
+                "energy": {"per_inference_j": 0.5},
+            },
+        ]
+    )
+    assert rows[0][1] == "crashed" and "[in torch.export.pt2_archive._package._load_aoti]" in rows[0][-1]
+    assert rows[1][2:6] == ["1.50", "7.25", "600/144", "0.500"] and rows[1][-1] == ""

@@ -44,7 +44,7 @@ def cpu_model() -> str:
 
 
 #: the file the GPU kit writes at the repository's root when it packs the code for a machine where the copy has no
-#: .git of its own (benchmarks/gpu_pack.sh): one line, the commit (with "-dirty" when the tree had changes)
+#: .git of its own (scripts/kit_commit.sh): one line, the commit (with "-dirty" when the tree had changes)
 KIT_COMMIT_FILE = "KIT_COMMIT"
 _REPO = Path(__file__).resolve().parents[2]
 
