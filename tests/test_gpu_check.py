@@ -76,10 +76,14 @@ def test_the_per_cell_memory_check_uses_the_order_on_the_h100_records(gpu_check)
 
     recs = h100_records()
     for key in BREAKS:
-        checks = gpu_check.memory_record_checks(recs[key].memory, recs[key].null_reasons, torch_allocator=True)
+        checks = gpu_check.memory_record_checks(
+            recs[key].memory, recs[key].null_reasons, torch_allocator=True
+        )
         assert any(c.startswith("VIOLATED: NVML's process peak") for c in checks), key
     for key in HOLDS:
-        checks = gpu_check.memory_record_checks(recs[key].memory, recs[key].null_reasons, torch_allocator=True)
+        checks = gpu_check.memory_record_checks(
+            recs[key].memory, recs[key].null_reasons, torch_allocator=True
+        )
         assert "ok: torch_max_allocated_mib <= torch_max_reserved_mib" in " ".join(checks), key
         # written before the fresh-process figures existed: the context is missing, and the check says so
         assert any(c.startswith("VIOLATED: memory.device_context_mib null") for c in checks)
