@@ -28,8 +28,9 @@ and the top-level `gpu_snapshot` (nvml.gpu_snapshot: clocks, temperature, power,
 (after warm-up in a workload: the state the timed rounds start in). Every figure it cannot read is None with
 the reason in `null_reasons` (`memory.device_peak_used_mib`, ..., `gpu_snapshot`).
 
-The NVML handle is resolved (and CUDA initialised) when the tracker is created, before any tracker's start, so the
-CUDA context does not count in this cell's host or device baselines.
+The NVML handle is resolved (and CUDA's runtime initialised) when the tracker is created, before any tracker's
+start. That creates no CUDA context: the first runner of a process has none at start, and its figures hold the
+context (about 610 MiB on an H100/H200); the fresh-process measurement creates it first and reports it apart.
 """
 
 from __future__ import annotations
