@@ -235,3 +235,40 @@ def test_measured_apart_the_benchmark_process_keeps_the_probe_figures_and_takes_
     t.stop(0)
     t.fill(rec)
     assert rec.memory.to_dict() != before and rec.memory.device_context_mib is None
+
+
+def _load_with(monkeypatch, memory_rounds: int) -> GpuMemoryTracker:
+    """harness.execute.loading.load of a cuda cell with a fake device; its GPU memory tracker."""
+    from harness.execute import loading
+
+    gpu = FakeGpu()
+    made = []
+
+    def trackers_for(cell, skip=()):
+        made.append(GpuMemoryTracker(nvml=gpu.nvml, handle=gpu.handle, cuda=gpu, hz=500))
+        return list(made)
+
+    monkeypatch.setattr(loading, "trackers_for", trackers_for)
+    backend = SimpleNamespace(load=lambda artifact, cell, info: SimpleNamespace(compile_s=1.0))
+    s = SimpleNamespace(
+        cell=CELL, backend=backend, artifact=None, export_info={}, rec=new_record("r", CELL, "w")
+    )
+    assert loading.load(s, SimpleNamespace(last_runner=None), memory_rounds, progress=lambda m: None)
+    made[0].stop(0)
+    return made[0]
+
+
+def test_the_load_stage_leaves_memory_to_the_probe_when_the_probe_measured_it(monkeypatch):
+    assert _load_with(monkeypatch, memory_rounds=2).apart
+    assert not _load_with(monkeypatch, memory_rounds=0).apart, "measured in the benchmark process otherwise"
+
+
+def test_a_cuda_cells_memory_cache_entry_names_the_gpu_measurement(tmp_path):
+    from harness.execute.memory_cache import GPU_MEASURES, MemoryCache
+
+    cache, art = MemoryCache(tmp_path), tmp_path / "a.onnx"
+    args = ("cell", art, "", "onnxruntime", 2, 2)
+    assert cache.path(*args) == cache.path(*args, ""), "a CPU cell's entry keeps its key"
+    assert cache.path(*args, GPU_MEASURES) != cache.path(*args), (
+        "an entry measured without the GPU is not reused"
+    )

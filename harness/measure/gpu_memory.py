@@ -30,7 +30,7 @@ the reason in `null_reasons` (`memory.device_peak_used_mib`, ..., `gpu_snapshot`
 
 The NVML handle is resolved (and CUDA's runtime initialised) when the tracker is created, before any tracker's
 start. That creates no CUDA context: the first runner of a process has none at start, and its figures hold the
-context (about 610 MiB on an H100/H200); the fresh-process measurement creates it first and reports it apart.
+context (610 MiB on an H200, docs/gpu.md); the fresh-process measurement creates it first and reports it apart.
 """
 
 from __future__ import annotations
