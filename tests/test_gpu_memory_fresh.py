@@ -272,3 +272,23 @@ def test_a_cuda_cells_memory_cache_entry_names_the_gpu_measurement(tmp_path):
     assert cache.path(*args, GPU_MEASURES) != cache.path(*args), (
         "an entry measured without the GPU is not reused"
     )
+
+
+def test_the_records_script_flags_the_h100_records_and_passes_a_fresh_process_run(tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    from harness.core.record_codec import record_to_json
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_memory_records.py"
+    spec = importlib.util.spec_from_file_location("gpu_memory_records", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    h100 = Path(__file__).parent / "data" / "gpu_h100" / "eager-cudagraph-fp32-fp16-cells.jsonl"
+    assert script.main([str(h100)]) == 1
+    assert capsys.readouterr().out.count("BREAKS: NVML's process peak") == 3
+    rec = measured_fresh(FakeGpu(), weights=10 * MIB, activations=130 * MIB)
+    rec.status = "ok"
+    (tmp_path / "cells.jsonl").write_text(record_to_json(rec) + "\n")
+    assert script.main([str(tmp_path / "cells.jsonl")]) == 0
+    assert "ctx 500, proc 792, outside 650, alloc 140, resv 142  order ok" in capsys.readouterr().out
