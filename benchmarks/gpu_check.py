@@ -18,9 +18,10 @@ Checks (a violated one makes the exit status 1):
 - NVML's peak for this process >= torch's max reserved (everything torch reserves is in the process's memory);
 - for backends whose device memory is torch's caching allocator (torch-eager, torch-compile, aoti): NVML's process
   peak <= torch max reserved + the CUDA context + 1 GiB (cuDNN/cuBLAS workspaces and loaded kernels);
-- the record's GPU figures (device_latency_ms, memory.device_*, torch_* for allocator backends, energy,
-  gpu_snapshot) are present; device p50 <= host p50; the record's process peak over its baseline is positive and
-  within the independent sampler's absolute peak;
+- the record's GPU figures (device_latency_ms, memory.device_context_mib, device_peak_process_mib,
+  device_outside_torch_mib, torch_* for allocator backends, energy, gpu_snapshot) are present; device p50 <= host
+  p50; the record's memory keeps torch_max_allocated <= torch_max_reserved <= device_peak_process (+ 2 MiB), its
+  figures measured in the probe's fresh process (harness.measure.gpu_memory_fresh);
 - parity of every cell that ran; the self-check's invariants.
 Exit status: 0 all checks passed; 1 a check was violated; 3 a part could not run here (the reasons are printed).
 """
@@ -184,6 +185,38 @@ def blank_record() -> CellRecord:
     return new_record("gpu-check", Cell("n", "detect", "e2e", "torch-eager", "cuda", Shape(640, 640)), "none")
 
 
+def fresh_memory_check(gpu: Gpu) -> Row:
+    """The probe's GPU memory measurement (harness.measure.gpu_memory_fresh) on a known 1 GiB allocation held until
+    its stop: the process peak over the context about 1024 MiB, and the record's relation and figures as the cells
+    check them. This process is not fresh (its context exists already), so only those are checked."""
+    import torch
+
+    from harness.measure.gpu_memory_fresh import FreshGpuMemory
+
+    row = Row("self: 1 GiB, probe's tracker", "ok")
+    torch.cuda.empty_cache()
+    tracker = FreshGpuMemory()
+    tracker.start()
+    block = torch.empty(GiB, dtype=torch.uint8, device=gpu.device)
+    block.fill_(1)
+    torch.cuda.synchronize(gpu.device)
+    time.sleep(0.2)
+    tracker.stop(1)
+    del block
+    rec = blank_record()
+    tracker.fill(rec)
+    mem = rec.memory
+    assert mem is not None  # the tracker always fills its section
+    row.checks.extend(memory_record_checks(mem, rec.null_reasons, torch_allocator=True))
+    proc = mem.device_peak_process_mib
+    ok = proc is not None and 1024 <= proc <= 1024 + 2048
+    row.checks.append(
+        f"{'ok' if ok else 'VIOLATED'}: process peak over the context {_fmt(proc, 0)} in [1024, 3072]"
+    )
+    row.note = f"context {_fmt(mem.device_context_mib, 0)} MiB"
+    return row
+
+
 def event_checks(row: Row, host_ms: list[float], rec: CellRecord) -> None:
     """The tracker's device time per round: present, positive, and within the host time of the same round."""
     device = rec.device_samples_ms
@@ -248,6 +281,7 @@ def self_check(gpu: Gpu) -> list[Row]:
         + (f"sm {snap.get('sm_clock_mhz')} MHz" if snap else str(nr.get("gpu_snapshot")))
     )
     rows.append(row)
+    rows.append(fresh_memory_check(gpu))
 
     # CUDA events on a conv net, the call split at the host's wait
     net = (
@@ -375,25 +409,7 @@ def record_checks(row: Row, rec: CellRecord, torch_allocator: bool) -> None:
         row.device_p50_ms = dev.p50
         ok = lat is not None and dev.p50 <= lat.p50 + 0.05
         row.checks.append(f"{'ok' if ok else 'VIOLATED'}: device p50 <= host p50 (+0.05)")
-    figures = {
-        "device_peak_used_mib": mem.device_peak_used_mib,
-        "device_peak_process_mib": mem.device_peak_process_mib,
-    }
-    if torch_allocator:
-        figures.update(
-            torch_max_allocated_mib=mem.torch_max_allocated_mib,
-            torch_max_reserved_mib=mem.torch_max_reserved_mib,
-        )
-    for key, value in figures.items():
-        if value is None:
-            row.checks.append(f"VIOLATED: memory.{key} null ({nr.get('memory.' + key)})")
-    proc = mem.device_peak_process_mib
-    if proc is not None and row.nvml_process_peak_mb is not None:
-        # over its baseline, the tracker's figure cannot exceed the absolute peak (64 MiB for sampling jitter)
-        ok = 0 < proc <= row.nvml_process_peak_mb + 64
-        row.checks.append(
-            f"{'ok' if ok else 'VIOLATED'}: record process peak {proc:.0f} MiB in (0, absolute peak + 64]"
-        )
+    row.checks.extend(memory_record_checks(mem, nr, torch_allocator))
     energy = rec.energy.per_inference_j if rec.energy else None
     why = nr.get("energy.per_inference_j", "")
     if energy is None and "not readable on this GPU" not in why:
@@ -402,6 +418,32 @@ def record_checks(row: Row, rec: CellRecord, torch_allocator: bool) -> None:
         row.note = f"{energy * 1000:.2f} mJ/inference" + (f"; {row.note}" if row.note else "")
     if rec.gpu_snapshot is None:
         row.checks.append(f"VIOLATED: gpu_snapshot null ({nr.get('gpu_snapshot')})")
+
+
+def memory_record_checks(mem, nr: dict, torch_allocator: bool) -> list[str]:
+    """A cuda record's memory section, measured in the probe's fresh process (docs/gpu.md): the context, the process
+    peak over it and what lies outside torch's allocator present (and torch's figures for allocator backends), and
+    torch_max_allocated <= torch_max_reserved <= device_peak_process (+ tolerance), the relation a record keeps or
+    nulls (harness.core.memory_order)."""
+    from harness.core.memory_order import MEMORY_ORDER, memory_order_break
+
+    checks = []
+    keys = ["device_context_mib", "device_peak_process_mib", "device_outside_torch_mib"]
+    if torch_allocator:
+        keys += ["torch_max_allocated_mib", "torch_max_reserved_mib"]
+    for key in keys:
+        if getattr(mem, key) is None:
+            checks.append(f"VIOLATED: memory.{key} null ({nr.get('memory.' + key)})")
+    broken = memory_order_break(mem)
+    checks.append(f"VIOLATED: {broken}" if broken else f"ok: {MEMORY_ORDER}")
+    context, proc = mem.device_context_mib, mem.device_peak_process_mib
+    if context is not None and proc is not None:
+        ok = context > 0 and proc > 0
+        checks.append(
+            f"{'ok' if ok else 'VIOLATED'}: context {context:.0f} MiB, process peak {proc:.0f} MiB over it, "
+            f"outside torch {_fmt(mem.device_outside_torch_mib, 0)} MiB (all > 0)"
+        )
+    return checks
 
 
 def run_cells(

@@ -69,3 +69,30 @@ def test_scenarios_and_accuracy_can_be_turned_off(gpu_check, tmp_path, capsys):
     assert "no CUDA device visible to torch" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         gpu_check.main(["--scenarios", "some"])
+
+
+def test_the_per_cell_memory_check_uses_the_order_on_the_h100_records(gpu_check):
+    from tests.test_gpu_memory_order import BREAKS, HOLDS, h100_records
+
+    recs = h100_records()
+    for key in BREAKS:
+        checks = gpu_check.memory_record_checks(
+            recs[key].memory, recs[key].null_reasons, torch_allocator=True
+        )
+        assert any(c.startswith("VIOLATED: NVML's process peak") for c in checks), key
+    for key in HOLDS:
+        checks = gpu_check.memory_record_checks(
+            recs[key].memory, recs[key].null_reasons, torch_allocator=True
+        )
+        assert "ok: torch_max_allocated_mib <= torch_max_reserved_mib" in " ".join(checks), key
+        # written before the fresh-process figures existed: the context is missing, and the check says so
+        assert any(c.startswith("VIOLATED: memory.device_context_mib null") for c in checks)
+
+
+def test_the_per_cell_memory_check_passes_a_fresh_process_record(gpu_check):
+    from harness.core.record import MIB
+    from tests.test_gpu_memory_fresh import FakeGpu, measured_fresh
+
+    rec = measured_fresh(FakeGpu(), weights=10 * MIB, activations=130 * MIB)
+    checks = gpu_check.memory_record_checks(rec.memory, rec.null_reasons, torch_allocator=True)
+    assert checks and all(c.startswith("ok") for c in checks), checks

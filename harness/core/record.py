@@ -96,7 +96,8 @@ MIB = 2**20
 @dataclass(slots=True)
 class Memory(_Stamped):
     """The `memory` section, in MiB (2**20 bytes). Host figures come from the host tracker, device ones from the
-    GPU memory tracker; a figure not measured stays None and gets a null reason from the tracker."""
+    GPU memory tracker; a figure not measured stays None and gets a null reason from the tracker. The device figures
+    keep harness.core.memory_order's relation (allocated <= reserved <= process peak) or are null with the reason."""
 
     host_peak_rss_mib: float | None = None
     host_peak_delta_mib: float | None = None
@@ -105,6 +106,13 @@ class Memory(_Stamped):
     device_peak_process_mib: float | None = None
     torch_max_allocated_mib: float | None = None
     torch_max_reserved_mib: float | None = None
+    #: the process's device memory before load, right after a trivial CUDA op, less torch's reserved memory then:
+    #: the CUDA context (measured in the probe's fresh process; docs/gpu.md)
+    device_context_mib: float | None = None
+    #: the process's device memory at the end of warm-up beyond the context and torch's reserved memory: kernel
+    #: modules and library handles and workspaces loaded on first use (cuDNN, cuBLAS, Triton) and whatever a runtime
+    #: allocates outside torch's allocator (TensorRT, ONNX Runtime)
+    device_outside_torch_mib: float | None = None
     source: str = ""
     #: where the host figures come from: "measured in this attempt", or the earlier run whose fresh-process
     #: measurement of the same artifact was reused (harness.execute.memory_cache)

@@ -1,5 +1,5 @@
-"""The load stages: the probe (load and first run in a fresh process, and the cell's host memory there), then the
-artifact loaded in this process with the trackers started."""
+"""The load stages: the probe (load and first run in a fresh process, and the cell's host and GPU memory there),
+then the artifact loaded in this process with the trackers started."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from harness.core.record import Memory, set_null
 from harness.execute.config import RunConfig
 from harness.execute.isolate import run_probe
-from harness.execute.memory_cache import MemoryCache
+from harness.execute.memory_cache import GPU_MEASURES, MemoryCache
 from harness.execute.services import Progress, RunState
 from harness.execute.state import AttemptState, fail, fail_outcome
 from harness.measure.host_memory import release_memory
@@ -18,8 +18,8 @@ from harness.measure.trackers import trackers_for
 
 def probe(s: AttemptState, memory_cache: MemoryCache, config: RunConfig, progress: Progress) -> bool:
     """Load and run the artifact in a separate process: the first run of a fresh artifact (a runtime that aborts on
-    it is recorded, not fatal) and the cell's host memory, measured there so it does not depend on earlier cells
-    (or reused from an earlier run's measurement of the same artifact, see harness.execute.memory_cache)."""
+    it is recorded, not fatal) and the cell's host and GPU memory, measured there so it does not depend on earlier
+    cells (or reused from an earlier run's measurement of the same artifact, see harness.execute.memory_cache)."""
     cfg, cell = config, s.cell
     kept = memory_entry(s, memory_cache, cfg)
     cached = memory_cache.get(kept) if kept and not cfg.refresh_cache else None
@@ -63,6 +63,7 @@ def memory_entry(s: AttemptState, memory_cache: MemoryCache, config: RunConfig) 
         s.backend.library,
         config.threads,
         config.memory_rounds,
+        GPU_MEASURES if s.cell.device == "cuda" else "",
     )
 
 
@@ -71,8 +72,12 @@ def load(s: AttemptState, run: RunState, memory_rounds: int, progress: Progress)
     run.last_runner = None  # the previous cell's runtime must not count in this one's memory
     if not memory_rounds:
         release_memory()  # measured here: at least give back what earlier cells freed
-    # host memory was measured in the probe's fresh process unless that is switched off
+    # memory was measured in the probe's fresh process unless that is switched off: host memory is not measured
+    # here, and the GPU memory tracker takes only its snapshot
     s.trackers = trackers_for(s.cell, skip=("host_memory",) if memory_rounds else ())
+    if memory_rounds:
+        for t in s.trackers:
+            t.measured_apart()
     for t in s.trackers:
         t.start()
     t0 = time.perf_counter()

@@ -19,6 +19,9 @@ from harness.backends.base import library_version
 
 log = logging.getLogger(__name__)
 
+#: what a cuda cell's probe measures beside host memory (harness.measure.gpu_memory_fresh): part of its entry's key
+GPU_MEASURES = "gpu-memory-fresh-process"
+
 
 class MemoryCache:
     """`<cache>/memory/<cell id>-<key12>.json`: the memory section and null reasons a probe measured."""
@@ -27,10 +30,18 @@ class MemoryCache:
         self.root = Path(root) / "memory"
 
     def path(
-        self, cell_id: str, artifact: Path, identity: str, library: str | None, threads: int, rounds: int
+        self,
+        cell_id: str,
+        artifact: Path,
+        identity: str,
+        library: str | None,
+        threads: int,
+        rounds: int,
+        measures: str = "",
     ) -> Path:
         """The entry of one artifact (its path, size and mtime, or the weights hash for a checkpoint) measured by one
-        runtime version under one thread budget and probe length."""
+        runtime version under one thread budget and probe length; `measures` names what the probe measured beside
+        host memory (GPU_MEASURES for a cuda cell), so an entry from a probe that measured less is not reused."""
         try:
             st = Path(artifact).stat()
             stamp = f"{st.st_size}:{st.st_mtime_ns}"
@@ -45,6 +56,7 @@ class MemoryCache:
                 library_version(library) if library else None,
                 threads,
                 rounds,
+                *([measures] if measures else []),  # an entry without it keeps its key
             ]
         )
         return self.root / f"{cell_id}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}.json"

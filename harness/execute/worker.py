@@ -85,11 +85,13 @@ def _export(payload: dict) -> dict:
 
 
 def _probe(payload: dict) -> dict:
-    """Load the artifact and run it: once, or `rounds` times under the host memory tracker (a fresh process, so
-    the figures do not depend on what an earlier cell left in the benchmark process)."""
+    """Load the artifact and run it: once, or `rounds` times under the host memory tracker and, for a cuda cell,
+    the device memory one (a fresh process, so the figures do not depend on what an earlier cell left in the
+    benchmark process)."""
     from harness import backends
     from harness.core.cell import Cell
     from harness.core.record import new_record
+    from harness.measure.gpu_memory_fresh import FreshGpuMemory
     from harness.measure.host_memory import HostMemoryTracker
     from harness.yolo.inputs import letterboxed
 
@@ -99,6 +101,9 @@ def _probe(payload: dict) -> dict:
     print(f"[worker] probe run of {payload['artifact']} at {h}x{w} ({rounds} measured rounds)", flush=True)
     backend = backends.get(cell.backend)
     backend.probe(cell.device)  # imports the runtime before the baseline: its libraries are not the cell's
+    gpu = FreshGpuMemory.for_cell(cell) if rounds else None
+    if gpu:
+        gpu.start()  # creates the CUDA context first: its host memory is not the cell's either
     tracker = HostMemoryTracker() if rounds else None
     if tracker:
         tracker.start()
@@ -110,8 +115,12 @@ def _probe(payload: dict) -> dict:
     out: dict = {"output_shapes": [list(o.shape) for o in runner.outputs(result)]}
     if tracker:
         tracker.stop(rounds)
-        rec = new_record("probe", cell, weights="probe")  # what the tracker fills; only its figures go back
+        if gpu:
+            gpu.stop(rounds)
+        rec = new_record("probe", cell, weights="probe")  # what the trackers fill; only their figures go back
         tracker.fill(rec)
+        if gpu:
+            gpu.fill(rec)
         out["memory"], out["null_reasons"] = rec.memory.to_dict() if rec.memory else None, rec.null_reasons
     return out
 

@@ -25,6 +25,10 @@ class Tracker:
     #: after its runner's warm-up, before the next runner loads (harness.execute.workload)
     solo_only: ClassVar[bool] = False
 
+    def measured_apart(self) -> None:
+        """Called before start when the cell's memory was measured in the probe's fresh process
+        (harness.execute.loading): a memory tracker then leaves its figures to that measurement."""
+
     def start(self) -> None:
         """Right before the runtime loads the artifact (baselines are taken here)."""
 

@@ -1,6 +1,9 @@
-"""Device memory of a cuda cell: the `gpu_memory` tracker (NVML peaks, torch allocator peaks, a GPU snapshot).
+"""Device memory of a cuda cell in the benchmark process: the `gpu_memory` tracker (NVML peaks, torch allocator peaks,
+a GPU snapshot).
 
-Fills, in the `memory` section (core.record.Memory, MiB):
+By default a cell's memory is measured in the probe's fresh process (harness.measure.gpu_memory_fresh, with the
+host memory): the attempt then calls `measured_apart()` and this tracker reads only the GPU snapshot. With memory
+rounds at 0 (memory measured in the benchmark process) it fills, in the `memory` section (core.record.Memory, MiB):
 
 - `device_peak_used_mib`: NVML's device-wide used memory, peak over the baseline read at start (right before
   load). Device-wide: other processes on the GPU count too.
@@ -15,12 +18,19 @@ Fills, in the `memory` section (core.record.Memory, MiB):
   (absolute, not over a baseline; zero-ish for runtimes that do not allocate through torch).
 - `source`: a sentence appended to what the host tracker wrote.
 
+In the benchmark process the runners of a timing group share one caching allocator, so a later runner's baseline
+holds the earlier runners' memory while torch's peaks are absolute: the process figure can come out below torch's
+reserved memory (docs/gpu.md, the H100 records). Such a record gets null with the reason for the process figure
+(harness.core.memory_order.enforce_memory_order), and `device_context_mib`, `device_outside_torch_mib` are null
+(only a fresh process gives them).
+
 and the top-level `gpu_snapshot` (nvml.gpu_snapshot: clocks, temperature, power, clock-event reasons), read at stop
 (after warm-up in a workload: the state the timed rounds start in). Every figure it cannot read is None with
 the reason in `null_reasons` (`memory.device_peak_used_mib`, ..., `gpu_snapshot`).
 
-The NVML handle is resolved (and CUDA initialised) when the tracker is created, before any tracker's start, so the
-CUDA context does not count in this cell's host or device baselines.
+The NVML handle is resolved (and CUDA's runtime initialised) when the tracker is created, before any tracker's
+start. That creates no CUDA context: the first runner of a process has none at start, and its figures hold the
+context (610 MiB on an H200, docs/gpu.md); the fresh-process measurement creates it first and reports it apart.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import logging
 import os
 from typing import Any
 
+from harness.core.memory_order import enforce_memory_order
 from harness.core.record import MIB, CellRecord, Memory, set_null
 from harness.measure.base import Tracker, register_tracker
 from harness.measure.cuda_timing import torch_cuda_reason
@@ -44,6 +55,12 @@ log = logging.getLogger(__name__)
 
 NVML_FIELDS = (("device_used", "device_peak_used_mib"), ("device_process", "device_peak_process_mib"))
 TORCH_FIELDS = ("torch_max_allocated_mib", "torch_max_reserved_mib")
+#: figures only the probe's fresh process gives (harness.measure.gpu_memory_fresh)
+APART_FIELDS = ("device_context_mib", "device_outside_torch_mib")
+IN_PROCESS_REASON = (
+    "measured only in the probe's fresh process (memory rounds 0: memory measured in the benchmark process, where "
+    "the CUDA context and the libraries are shared by every runner)"
+)
 SAMPLE_HZ = 200.0
 
 
@@ -79,12 +96,18 @@ class GpuMemoryTracker(Tracker):
         self.snapshot_reason: str | None = None
         self.stopped = False
         self.rounds = 0  # timed rounds inside the window (0: stopped before them)
+        self.apart = False  # the memory figures come from the probe's fresh process: only the snapshot here
+
+    def measured_apart(self) -> None:
+        self.apart = True
 
     @classmethod
     def for_cell(cls, cell) -> GpuMemoryTracker | None:
         return cls() if cell.device == "cuda" else None
 
     def start(self) -> None:
+        if self.apart:
+            return
         if self.cuda is not None:
             try:
                 self.cuda.reset_peak_memory_stats()
@@ -105,7 +128,7 @@ class GpuMemoryTracker(Tracker):
         self.rounds = rounds
         if self.sampler is not None:
             self.sampler.stop()
-        if self.cuda is not None and self.torch_reason is None:
+        if self.cuda is not None and self.torch_reason is None and not self.apart:
             try:
                 self.torch_peaks = (
                     float(self.cuda.max_memory_allocated()),
@@ -143,6 +166,17 @@ class GpuMemoryTracker(Tracker):
     def fill(self, rec: CellRecord) -> None:
         if not self.stopped:  # the attempt failed before stop(): stop sampling, keep what was seen
             self.stop(0)
+        if not self.apart:
+            self._fill_memory(rec)
+        rec.gpu_snapshot = self.snapshot
+        if self.snapshot is None:
+            set_null(
+                rec,
+                "gpu_snapshot",
+                self.snapshot_reason or self.reason or "not read: the timed rounds did not finish",
+            )
+
+    def _fill_memory(self, rec: CellRecord) -> None:
         mem = rec.memory or Memory()
         for probe_name, key in NVML_FIELDS:
             value, why = self._nvml_figure(probe_name)
@@ -171,14 +205,11 @@ class GpuMemoryTracker(Tracker):
             how.append(f"torch allocator max allocated/reserved since the reset before load, {window}")
         if how:
             mem.source = "; ".join([mem.source, *how] if mem.source else how)
+        for key in APART_FIELDS:
+            setattr(mem, key, None)
+            set_null(rec, f"memory.{key}", IN_PROCESS_REASON)
         rec.memory = mem
-        rec.gpu_snapshot = self.snapshot
-        if self.snapshot is None:
-            set_null(
-                rec,
-                "gpu_snapshot",
-                self.snapshot_reason or self.reason or "not read: the timed rounds did not finish",
-            )
+        enforce_memory_order(rec)
 
 
 register_tracker("gpu_memory", order=20)(GpuMemoryTracker.for_cell)
