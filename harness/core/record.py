@@ -117,7 +117,7 @@ class Memory(_Stamped):
 @dataclass(slots=True)
 class Energy(_Stamped):
     """The `energy` section: joules per inference over the timed rounds (gross: the whole GPU's counter; net: less
-    the idle power read before the workload times the window), and how they were read."""
+    the run's one idle baseline times the window), and how they were read."""
 
     per_inference_j: float | None = None
     window_s: float | None = None
@@ -125,7 +125,8 @@ class Energy(_Stamped):
     source: str = ""
     #: per_inference_j less idle_power_w x window_s per inference (what the inferences added over idling)
     net_per_inference_j: float | None = None
-    #: the GPU's power draw before the workload loaded (median of NVML readings over IDLE_S seconds), watts
+    #: the run's idle baseline (W): read once before the first cell, after the GPU settled (env.json
+    #: gpu_env.idle_baseline, harness.measure.energy.take_run_baseline)
     idle_power_w: float | None = None
 
     def to_dict(self) -> dict:
