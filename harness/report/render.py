@@ -30,6 +30,7 @@ from harness.report.picks import Constraints
 from harness.report.plots import all_plots, palette
 from harness.report.plots_e2e import e2e_plots
 from harness.report.recommend import recommendations
+from harness.report.relations import relations_section
 from harness.report.scenarios import e2e_rows, post_notes, scenario_rows
 from harness.report.shipping import per_machine
 from harness.report.summary import summary_json, summary_md
@@ -144,6 +145,7 @@ def build_content(
         "memory_cap_mib": memory_cap_mib,
         "rec_anchor": anchor,
         "verdicts": verdicts(indexes),
+        "relations": relations_section(indexes),
         "matrices": build_matrices(indexes, href),
         "folded": build_folded(indexes, href),
         "rows": rows,
