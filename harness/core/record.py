@@ -230,10 +230,12 @@ class CellRecord(_Stamped):
     #: MACHINE_FIELD and SOURCE_RUN_FIELD)
     machine: str | None = None
     source_run_id: str | None = None
+    #: a CUDA cell's host-bound verdict and what it rests on (harness.measure.host_bound); CUDA cells only
+    host_bound: dict[str, Any] | None = None
 
 
 #: the fields only some records carry, written only when set
-OPTIONAL_FIELDS = ("corrupted", "synthetic", "machine", "source_run_id")
+OPTIONAL_FIELDS = ("corrupted", "synthetic", "machine", "source_run_id", "host_bound")
 #: every record's fields, in the order they are written
 RECORD_FIELDS = tuple(f.name for f in fields(CellRecord) if f.name not in OPTIONAL_FIELDS)
 

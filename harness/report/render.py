@@ -22,6 +22,7 @@ from harness.report.decision_json import decision_json
 from harness.report.fmt import Notes
 from harness.report.front import fronts
 from harness.report.header import report_id, run_header
+from harness.report.host_bound import host_bound_section
 from harness.report.index import RunIndex, index_runs
 from harness.report.load import load_runs
 from harness.report.matrix import build_folded, build_matrices
@@ -146,6 +147,7 @@ def build_content(
         "rec_anchor": anchor,
         "verdicts": verdicts(indexes),
         "relations": relations_section(indexes),
+        "host_bound": host_bound_section(indexes),
         "matrices": build_matrices(indexes, href),
         "folded": build_folded(indexes, href),
         "rows": rows,
