@@ -29,6 +29,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "compare a run with its history; exit 1 on regressions",
     ),
     "merge": ("harness.history.cli", "main_merge", "merge runs from several machines into one results dir"),
+    "check": (
+        "harness.check.cli",
+        "main",
+        "list each record whose figures break a relation the harness states; exit 1 when any breaks",
+    ),
     "export": (
         "harness.exports.cli",
         "main",

@@ -26,7 +26,13 @@ no_gpu = pytest.mark.skipif(
 
 def test_trackers_of_a_cuda_cell_in_registration_order():
     names = [type(t).__name__ for t in trackers_for(CUDA_CELL)]
-    assert names == ["HostMemoryTracker", "GpuMemoryTracker", "EnergyTracker", "CudaEventTracker"]
+    assert names == [
+        "HostMemoryTracker",
+        "GpuMemoryTracker",
+        "EnergyTracker",
+        "CudaEventTracker",
+        "HostBoundTracker",
+    ]
 
 
 def test_gpu_trackers_do_not_apply_to_cpu_cells_and_energy_says_why():

@@ -405,7 +405,11 @@ def test_energy_tracker_counts_the_timed_rounds_only():
     from harness.measure.energy import EnergyTracker
 
     h = device("00000000:3B:00.0", energy=[100])
-    t = EnergyTracker(batch=2, nvml=FakeNvml([h]), handle=h, min_window_s=0.0)
+    base = {
+        "power_w": 0.0,
+        "settled": True,
+    }  # the run's idle baseline (its reading: tests/test_energy_baseline.py)
+    t = EnergyTracker(batch=2, nvml=FakeNvml([h]), handle=h, min_window_s=0.0, baseline=base)
     t.start()
     h["energy"] = [1000]  # load and warm-up drew 900 mJ that must not count
     t.start_timed()
@@ -565,8 +569,9 @@ def test_energy_tracker_records_gross_and_net_energy_per_inference():
     from harness.measure.energy import EnergyTracker
 
     h = device("00000000:3B:00.0", energy=[0])
-    t = EnergyTracker(batch=1, nvml=PowerNvml([h], [60_000]), handle=h, min_window_s=0.0, idle_s=0.1)
-    t.start()  # idle: 60 W
+    base = {"power_w": 60.0, "settled": True}  # the run's one idle baseline
+    t = EnergyTracker(batch=1, nvml=PowerNvml([h], [90_000]), handle=h, min_window_s=0.0, baseline=base)
+    t.start()  # no idle power is read per cell any more: the 90 W the GPU draws now are not used
     t.start_timed()
     h["energy"] = [1000]
     t.resume()
@@ -578,10 +583,13 @@ def test_energy_tracker_records_gross_and_net_energy_per_inference():
     e = rec.energy
     assert e.per_inference_j == pytest.approx(1.0) and e.idle_power_w == pytest.approx(60.0)
     assert e.net_per_inference_j == pytest.approx((10.0 - 60.0 * e.window_s) / 10)
-    assert e.net_per_inference_j < e.per_inference_j and "idle power (60.0 W" in e.source
-    # the other way: no power reading: the gross figure stays, the net one is null with the reason
+    assert e.net_per_inference_j < e.per_inference_j and "the run's idle baseline (60.0 W" in e.source
+    # the other way: no baseline in the run: the gross figure stays, the net one is null with the reason
     h["energy"] = [0]
-    t = EnergyTracker(batch=1, nvml=PowerNvml([h], NotSupported()), handle=h, min_window_s=0.0, idle_s=0.0)
+    why = "power reading not available on this GPU: Not Supported"
+    t = EnergyTracker(
+        batch=1, nvml=PowerNvml([h], NotSupported()), handle=h, baseline={"power_w": None, "reason": why}
+    )
     t.start()
     t.start_timed()
     t.resume()
@@ -590,4 +598,4 @@ def test_energy_tracker_records_gross_and_net_energy_per_inference():
     t.fill(rec := _blank())
     assert rec.energy.per_inference_j == pytest.approx(1.0)
     assert rec.energy.net_per_inference_j is None
-    assert rec.null_reasons["energy.net_per_inference_j"].startswith("power reading not available")
+    assert rec.null_reasons["energy.net_per_inference_j"] == f"the run's idle baseline was not read: {why}"

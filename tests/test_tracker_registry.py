@@ -20,6 +20,7 @@ def test_the_tracker_modules_are_found_by_their_registration():
         "harness.measure.cuda_timing",
         "harness.measure.energy",
         "harness.measure.gpu_memory",
+        "harness.measure.host_bound",
         "harness.measure.host_memory",
     ]
     discover()

@@ -125,7 +125,7 @@ class Memory(_Stamped):
 @dataclass(slots=True)
 class Energy(_Stamped):
     """The `energy` section: joules per inference over the timed rounds (gross: the whole GPU's counter; net: less
-    the idle power read before the workload times the window), and how they were read."""
+    the run's one idle baseline times the window), and how they were read."""
 
     per_inference_j: float | None = None
     window_s: float | None = None
@@ -133,7 +133,8 @@ class Energy(_Stamped):
     source: str = ""
     #: per_inference_j less idle_power_w x window_s per inference (what the inferences added over idling)
     net_per_inference_j: float | None = None
-    #: the GPU's power draw before the workload loaded (median of NVML readings over IDLE_S seconds), watts
+    #: the run's idle baseline (W): read once before the first cell, after the GPU settled (env.json
+    #: gpu_env.idle_baseline, harness.measure.energy.take_run_baseline)
     idle_power_w: float | None = None
 
     def to_dict(self) -> dict:
@@ -237,10 +238,12 @@ class CellRecord(_Stamped):
     #: MACHINE_FIELD and SOURCE_RUN_FIELD)
     machine: str | None = None
     source_run_id: str | None = None
+    #: a CUDA cell's host-bound verdict and what it rests on (harness.measure.host_bound); CUDA cells only
+    host_bound: dict[str, Any] | None = None
 
 
 #: the fields only some records carry, written only when set
-OPTIONAL_FIELDS = ("corrupted", "synthetic", "machine", "source_run_id")
+OPTIONAL_FIELDS = ("corrupted", "synthetic", "machine", "source_run_id", "host_bound")
 #: every record's fields, in the order they are written
 RECORD_FIELDS = tuple(f.name for f in fields(CellRecord) if f.name not in OPTIONAL_FIELDS)
 

@@ -2,11 +2,16 @@
 
 For a cuda cell: the delta of NVML's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ, whole GPU,
 Volta and newer) over exactly the timed rounds: summed over the runner's blocks of rounds (`resume` .. `pause`;
-other runners' blocks between them are not counted), divided by rounds x batch.
-The counter is the whole GPU's, and a yolo26n call on an H100 draws little beside the idle power, so `start` (right
-before the workload loads) also reads the idle power (median of NVML's power readings over IDLE_S seconds), and
-the section has both figures: `per_inference_j` (gross) and `net_per_inference_j` (gross less idle power x window,
-per inference), with `idle_power_w`.
+other runners' blocks between them are not counted), divided by rounds x batch. That gross figure
+(`per_inference_j`) depends on nothing that ran before; a window under MIN_WINDOW_S says so in `source`.
+
+The counter is the whole GPU's, and a yolo26n call on an H100 draws little beside the idle power, so the section
+also has `net_per_inference_j`: gross less the run's one idle baseline x the window, per inference. The baseline
+is read once per run, before the first cell, after the GPU has settled (`take_run_baseline`, harness.measure.nvml
+.settled_idle: power and SM clock read until they stop falling, with a bound) and written to env.json under
+`gpu_env.idle_baseline` with how it was read; every cell of the run subtracts the same figure. (An idle reading
+before each cell made the net figure depend on the cell before: 70 W after a pause, 116-133 W while the GPU was
+still clocked up from the previous cell, up to 4x apart on the first H100 run.) `idle_power_w` is that baseline.
 Fills `energy` = core.record.Energy {per_inference_j, window_s, inferences, source, net_per_inference_j,
 idle_power_w}, or that section with every figure None and the reason under `null_reasons["energy.<figure>"]`.
 
@@ -16,23 +21,62 @@ counter is read for CPUs or non-NVIDIA GPUs), so the attempt never words that re
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from typing import Any
 
 from harness.core.record import CellRecord, Energy, set_null
 from harness.measure.base import Tracker, register_tracker
-from harness.measure.nvml import EnergyMeter, NvmlUnavailable, idle_power_w, nvml_for_tracker
+from harness.measure.nvml import EnergyMeter, NvmlUnavailable, nvml_for_tracker, settled_idle
 
 log = logging.getLogger(__name__)
 
-#: seconds of NVML power readings before each workload for its idle power
-IDLE_S = 2.0
+#: a window shorter than this (s) is noted in the figure's source: the counter advances in coarse steps
+MIN_WINDOW_S = 1.0
+#: the run's idle baseline, for the cells of this process and of the processes it starts (JSON of
+#: `take_run_baseline`'s dict)
+BASELINE_ENV = "YOLO26_BENCH_GPU_IDLE"
 FIGURES = ("per_inference_j", "window_s", "inferences", "net_per_inference_j", "idle_power_w")
 
 SOURCE = (
     "NVML total-energy counter (nvmlDeviceGetTotalEnergyConsumption) over the timed rounds; whole GPU, so "
     "other processes on it count too"
 )
+
+
+def take_run_baseline(nvml: Any = None, handle: Any = None, **settle: Any) -> dict:
+    """Read the run's idle baseline (nvml.settled_idle) and publish it to this process and its children.
+
+    Called once per run, before the first cell (harness.measure.machine.facts, for env.json's
+    `gpu_env.idle_baseline`). Never raises: without NVML or a power reading the dict has `power_w: None` and the
+    reason, and the net figures of the run are null with it.
+    """
+    module, handle, reason = nvml_for_tracker(nvml, handle)
+    if reason is None and handle is None:
+        reason = "no NVML device"
+    base: dict
+    if reason is not None:
+        base = {"power_w": None, "reason": reason}
+    else:
+        try:
+            base = settled_idle(handle, module, **settle)
+        except NvmlUnavailable as e:
+            base = {"power_w": None, "reason": str(e)}
+    os.environ[BASELINE_ENV] = json.dumps(base)
+    return base
+
+
+def run_baseline() -> dict | None:
+    """The run's idle baseline published by take_run_baseline (None when none was taken in this run)."""
+    text = os.environ.get(BASELINE_ENV)
+    if not text:
+        return None
+    try:
+        base = json.loads(text)
+    except ValueError:
+        return {"power_w": None, "reason": f"{BASELINE_ENV} is not JSON: {text[:60]!r}"}
+    return base if isinstance(base, dict) else None
 
 
 def not_measured_reason(device: str) -> str:
@@ -69,8 +113,10 @@ class EnergyNotMeasured(Tracker):
 
 class EnergyTracker(Tracker):
     """GPU energy over the timed rounds. `nvml` and `handle` replace the real lookup in tests; `min_window_s` is
-    the window below which the figure carries a note (the counter advances in coarse steps); `idle_s` the seconds
-    of power readings for the idle power in `start`."""
+    the window below which the figure carries a note (the counter advances in coarse steps); `baseline` is the
+    run's idle baseline (default: the one take_run_baseline published, `run_baseline()`); `clock` times the
+    window (a fake clock in tests). `idle_s` is no longer read (no idle power is read per cell); it is accepted so
+    that older callers keep working."""
 
     field = "energy"
 
@@ -79,14 +125,15 @@ class EnergyTracker(Tracker):
         batch: int = 1,
         nvml: Any = None,
         handle: Any = None,
-        min_window_s: float = 1.0,
-        idle_s: float = IDLE_S,
+        min_window_s: float = MIN_WINDOW_S,
+        idle_s: float | None = None,
+        baseline: dict | None = None,
+        clock: Any = None,
     ) -> None:
         self.batch = batch
         self.min_window_s = min_window_s
-        self.idle_s = idle_s
-        self.idle_w: float | None = None
-        self.idle_reason: str | None = "the idle power was not read (the tracker did not start)"
+        self.baseline = baseline if baseline is not None else run_baseline()
+        self.clock = clock
         self.nvml, self.handle, self.reason = nvml_for_tracker(nvml, handle)
         self.meter: EnergyMeter | None = None
         self.joules = 0.0
@@ -101,16 +148,20 @@ class EnergyTracker(Tracker):
             return EnergyNotMeasured(cell.device)
         return cls(batch=cell.batch)
 
-    def start(self) -> None:
-        """Right before the workload loads: the GPU's idle power, for the net figure."""
-        if self.handle is None or self.reason:
-            self.idle_reason = self.reason or "no NVML device"
-            return
-        try:
-            self.idle_w = idle_power_w(self.handle, self.nvml, self.idle_s)
-            self.idle_reason = None
-        except NvmlUnavailable as e:
-            self.idle_w, self.idle_reason = None, str(e)
+    def idle(self) -> tuple[float | None, str | None]:
+        """(the run's idle baseline in W, None), or (None, why there is none)."""
+        if self.baseline is None:
+            return None, (
+                "no idle baseline was read in this run (it is read once per run before the first cell, "
+                "harness.measure.energy.take_run_baseline)"
+            )
+        power = self.baseline.get("power_w")
+        if power is None:
+            return (
+                None,
+                f"the run's idle baseline was not read: {self.baseline.get('reason') or 'no reason given'}",
+            )
+        return float(power), None
 
     def start_timed(self) -> None:
         self.meter = None
@@ -125,7 +176,10 @@ class EnergyTracker(Tracker):
         if self.handle is None or self.reason:
             return
         try:
-            self.meter = EnergyMeter(self.handle, self.nvml, self.min_window_s).start()
+            meter = EnergyMeter(self.handle, self.nvml, self.min_window_s)
+            if self.clock is not None:
+                meter.clock = self.clock
+            self.meter = meter.start()
         except NvmlUnavailable as e:
             self.reason = str(e)
             self.meter = None
@@ -170,27 +224,33 @@ class EnergyTracker(Tracker):
                 f"{self.min_window_s:.1f} s: the NVML counter advances in coarse steps, so the figure is imprecise"
             )
         inferences = (self.rounds or 0) * self.batch  # a figure per inference means rounds were timed
+        idle_w, idle_reason = self.idle()
         net = None
-        if self.idle_w is not None:
-            net = (self.joules - self.idle_w * self.window) / inferences
+        how = ""
+        if idle_w is not None:
+            net = (self.joules - idle_w * self.window) / inferences
+            settled = (self.baseline or {}).get("settled")
+            how = (
+                f"; net: less the run's idle baseline ({idle_w:.1f} W, read once before the first cell "
+                + (
+                    "after the GPU settled"
+                    if settled
+                    else "but the GPU had not settled within the bound: an upper "
+                    "bound of the idle power, so the net figure is a lower bound"
+                )
+                + "; env.json gpu_env.idle_baseline) x the window"
+            )
         rec.energy = Energy(
             per_inference_j=self.per_inference_j,
             window_s=self.window,
             inferences=inferences,
-            source=SOURCE
-            + (
-                f"; net: less the idle power ({self.idle_w:.1f} W, median of NVML power readings over "
-                f"{self.idle_s:.0f} s before load) x the window"
-                if self.idle_w is not None
-                else ""
-            )
-            + (f"; {note}" if note else ""),
+            source=SOURCE + how + (f"; {note}" if note else ""),
             net_per_inference_j=net,
-            idle_power_w=self.idle_w,
+            idle_power_w=idle_w,
         )
-        if self.idle_w is None:
+        if idle_w is None:
             for key in ("net_per_inference_j", "idle_power_w"):
-                set_null(rec, f"energy.{key}", self.idle_reason or "the idle power was not read")
+                set_null(rec, f"energy.{key}", idle_reason or "the idle baseline was not read")
 
 
 register_tracker("energy", order=30)(EnergyTracker.for_cell)

@@ -12,7 +12,8 @@ from harness.core.envinfo import MachineFacts
 
 
 def facts(threads: int | None = None, threads_source: str | None = None) -> MachineFacts:
-    """This machine's physical cores, RAM, NVML GPUs (with `gpu_env` when there are any) and torch's CUDA, and the
+    """This machine's physical cores, RAM, NVML GPUs (with `gpu_env` when there are any, its `idle_baseline` read
+    here, harness.measure.energy.take_run_baseline) and torch's CUDA, and the
     run's thread budget: `threads`, chosen by `threads_source` ("--threads", or "physical cores (default)"), both
     by default this process's budget (harness.threads.info)."""
     import psutil
@@ -20,9 +21,12 @@ def facts(threads: int | None = None, threads_source: str | None = None) -> Mach
     gpus, gpu_reason = gpu_info()
     gpu_env = None
     if gpus:  # GPU name, compute capability, driver, CUDA, cuDNN, TensorRT versions, clocks at start
+        from harness.measure.energy import take_run_baseline
         from harness.measure.nvml import gpu_env as describe
 
         gpu_env = describe()
+        # the run's one idle baseline, once the GPU has settled (the net energy figures of every cell use it)
+        gpu_env["idle_baseline"] = take_run_baseline()
     return MachineFacts(
         cpu_cores_physical=psutil.cpu_count(logical=False),
         ram_bytes=psutil.virtual_memory().total,

@@ -207,6 +207,97 @@ def idle_power_w(handle: Any, nvml: Any = None, seconds: float = 2.0, hz: float 
     return readings[n // 2] if n % 2 else (readings[n // 2 - 1] + readings[n // 2]) / 2
 
 
+#: the idle baseline's settling: power and SM clock read at SETTLE_HZ, their medians compared window by window
+SETTLE_STEP_S = 1.0
+SETTLE_HZ = 10.0
+#: settled when a window's median power is no more than this below the window before (W), and its SM clock no lower
+SETTLE_TOL_W = 1.0
+#: the bound: the baseline is taken after at most this many seconds, settled or not (it then says it was not)
+SETTLE_MAX_S = 30.0
+
+
+def settled_idle(
+    handle: Any,
+    nvml: Any = None,
+    *,
+    step_s: float = SETTLE_STEP_S,
+    hz: float = SETTLE_HZ,
+    tol_w: float = SETTLE_TOL_W,
+    max_s: float = SETTLE_MAX_S,
+    clock: Any = time.perf_counter,
+    sleep: Any = time.sleep,
+) -> dict:
+    """The GPU's idle power once it has settled: the run's one idle baseline (env.json `gpu_env.idle_baseline`).
+
+    Power (nvmlDeviceGetPowerUsage) and SM clock (nvmlDeviceGetClockInfo) are read `hz` times a second in windows
+    of `step_s`; the GPU has settled when a window's median power is no more than `tol_w` below the window before
+    and its median SM clock is no lower (a GPU still clocked up from earlier work draws more and falls window by
+    window). The baseline is the settled window's median power. After `max_s` it is the last window's median,
+    with `settled: false` (the figure is then an upper bound of the idle power). Returns the baseline's fields,
+    how it was read included; raises NvmlUnavailable when the power reading is not supported. `clock` and `sleep`
+    replace the real ones in tests.
+    """
+    m = nvml_module(nvml)
+
+    def power() -> float:
+        try:
+            return float(m.nvmlDeviceGetPowerUsage(handle)) / 1000.0  # mW
+        except Exception as e:
+            raise NvmlUnavailable(f"power reading not available on this GPU: {nvml_error_text(e)}") from None
+
+    def sm_clock() -> float | None:
+        try:
+            return float(m.nvmlDeviceGetClockInfo(handle, m.NVML_CLOCK_SM))
+        except Exception:
+            return None
+
+    def median(xs: list[float]) -> float:
+        xs = sorted(xs)
+        n = len(xs)
+        return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+    t0 = clock()
+    windows: list[dict] = []
+    settled = False
+    while True:
+        p_read: list[float] = []
+        c_read: list[float] = []
+        t_end = clock() + step_s
+        while True:
+            p_read.append(power())
+            c = sm_clock()
+            if c is not None:
+                c_read.append(c)
+            if clock() >= t_end:
+                break
+            sleep(1.0 / hz)
+        win = {"power_w": round(median(p_read), 3), "sm_clock_mhz": median(c_read) if c_read else None}
+        windows.append(win)
+        if len(windows) >= 2:
+            prev = windows[-2]
+            power_held = win["power_w"] >= prev["power_w"] - tol_w
+            clock_held = win["sm_clock_mhz"] is None or prev["sm_clock_mhz"] is None
+            clock_held = clock_held or win["sm_clock_mhz"] >= prev["sm_clock_mhz"]
+            if power_held and clock_held:
+                settled = True
+                break
+        if clock() - t0 >= max_s:
+            break
+    last = windows[-1]
+    return {
+        "power_w": last["power_w"],
+        "sm_clock_mhz": last["sm_clock_mhz"],
+        "settled": settled,
+        "waited_s": round(clock() - t0, 3),
+        "windows": windows,
+        "method": (
+            f"NVML power and SM clock read at {hz:g} Hz in {step_s:g} s windows until a window's median power "
+            f"fell by no more than {tol_w:g} W and its SM clock did not fall (at most {max_s:g} s); the baseline "
+            "is that window's median power, read once per run before the first cell"
+        ),
+    }
+
+
 @dataclass
 class EnergyMeter:
     """Energy drawn by the whole GPU between start() and stop(), from nvmlDeviceGetTotalEnergyConsumption (mJ).
@@ -221,6 +312,7 @@ class EnergyMeter:
     start_mj: int | None = None
     stop_mj: int | None = None
     window_s: float | None = None
+    clock: Any = field(default=time.perf_counter, repr=False)  # a fake clock in tests
     _t0: float = field(default=0.0, repr=False)
 
     def _read(self) -> int:
@@ -233,7 +325,7 @@ class EnergyMeter:
     def start(self) -> EnergyMeter:
         self.start_mj = self._read()
         self.stop_mj = None
-        self._t0 = time.perf_counter()
+        self._t0 = self.clock()
         return self
 
     def stop(self) -> float:
@@ -241,7 +333,7 @@ class EnergyMeter:
         if self.start_mj is None:
             raise RuntimeError("EnergyMeter.stop() before start()")
         self.stop_mj = self._read()
-        self.window_s = time.perf_counter() - self._t0
+        self.window_s = self.clock() - self._t0
         return self.delta_mj
 
     @property

@@ -22,6 +22,7 @@ from harness.report.decision_json import decision_json
 from harness.report.fmt import Notes
 from harness.report.front import fronts
 from harness.report.header import report_id, run_header
+from harness.report.host_bound import host_bound_section
 from harness.report.index import RunIndex, index_runs
 from harness.report.load import load_runs
 from harness.report.matrix import build_folded, build_matrices
@@ -30,6 +31,7 @@ from harness.report.picks import Constraints
 from harness.report.plots import all_plots, palette
 from harness.report.plots_e2e import e2e_plots
 from harness.report.recommend import recommendations
+from harness.report.relations import relations_section
 from harness.report.scenarios import e2e_rows, post_notes, scenario_rows
 from harness.report.shipping import per_machine
 from harness.report.summary import summary_json, summary_md
@@ -144,6 +146,8 @@ def build_content(
         "memory_cap_mib": memory_cap_mib,
         "rec_anchor": anchor,
         "verdicts": verdicts(indexes),
+        "relations": relations_section(indexes),
+        "host_bound": host_bound_section(indexes),
         "matrices": build_matrices(indexes, href),
         "folded": build_folded(indexes, href),
         "rows": rows,

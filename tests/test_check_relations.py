@@ -1,0 +1,188 @@
+"""`yolo26-bench check` (issue 36, item 7): the relations between a record's figures, on the real H100 records
+(tests/data/gpu_h100), on every committed CPU sample, and on copies of real records with one figure broken (each
+relation is shown to break, and to hold)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.check import cli
+from harness.check.relations import RELATIONS, check_record, check_records
+from harness.core.record import CellRecord
+from harness.core.results_dir import read_records
+
+DATA = Path(__file__).parent / "data" / "gpu_h100"
+H100_FILES = sorted(DATA.glob("*.jsonl"))
+SAMPLES = Path(__file__).resolve().parents[1] / "results" / "samples"
+
+#: the seven ok CUDA records of the first H100 run whose NVML process peak is below torch's max reserved
+SEVEN = {
+    (
+        "eager-cudagraph-fp32-fp16-cells.jsonl",
+        "yolo26n-detect-e2e-torch-eager-cudagraph-cuda-640x640-b1-fp32",
+    ),
+    ("eager-cudagraph-fp32-fp16-cells.jsonl", "yolo26n-detect-e2e-torch-eager-cuda-640x640-b1-fp16"),
+    (
+        "eager-cudagraph-fp32-fp16-cells.jsonl",
+        "yolo26n-detect-e2e-torch-eager-cudagraph-cuda-640x640-b1-fp16",
+    ),
+    ("kit-cells-n.jsonl", "yolo26n-detect-e2e-torch-eager-cuda-640x640-b1-fp32"),
+    ("kit-cells-n.jsonl", "yolo26n-detect-e2e-torch-eager-cudagraph-cuda-640x640-b1-fp32"),
+    ("kit-cells-s.jsonl", "yolo26s-detect-e2e-torch-eager-cuda-640x640-b1-fp32"),
+    ("kit-cells-s.jsonl", "yolo26s-detect-e2e-torch-eager-cudagraph-cuda-640x640-b1-fp32"),
+}
+
+#: the one finding on the committed CPU samples: a record whose own e2e check already says it did not hold
+#: (stages 0.874 x the whole call; torch-compile on a loaded 2-core machine). Its cause is in the e2e measurement
+#: (harness/measure/pipeline.py), where it is to be fixed: the check reports it, it does not hide it.
+CPU_KNOWN = {
+    ("2026-11-25-cpu-2core-compile", "yolo26n-detect-e2e-torch-compile-cpu-192x192-b1-fp32", "e2e-stage-sum"),
+}
+
+
+def _ok(path: Path) -> list[CellRecord]:
+    return [r for r in read_records(path) if r.status == "ok"]
+
+
+def test_the_h100_records_break_exactly_the_seven_memory_relations():
+    found = {(p.name, f.cell_id, f.relation) for p in H100_FILES for f in check_records(read_records(p))}
+    assert found == {(name, cid, "gpu-memory") for name, cid in SEVEN}
+    ok_cuda = [(p.name, r.cell_id) for p in H100_FILES for r in _ok(p) if r.device == "cuda"]
+    assert len(ok_cuda) == 11
+    # the other four hold: NVML's process peak is at or above torch's reserved memory there
+    for name, cid in set(ok_cuda) - SEVEN:
+        rec = next(r for r in read_records(DATA / name) if r.cell_id == cid)
+        assert rec.memory.torch_max_reserved_mib <= rec.memory.device_peak_process_mib
+
+
+def test_every_committed_cpu_sample_breaks_no_relation_but_the_known_one():
+    runs = sorted(p.parent for p in SAMPLES.rglob("cells.jsonl"))
+    assert len(runs) >= 10
+    found = {(run.name, f.cell_id, f.relation) for run in runs for f in check_records(read_records(run))}
+    assert found == CPU_KNOWN
+    run, cid, _ = next(iter(CPU_KNOWN))
+    rec = next(r for r in read_records(SAMPLES / run) if r.cell_id == cid)
+    assert rec.e2e["check"]["held"] is False  # the record says so itself
+
+
+@pytest.fixture
+def good() -> CellRecord:
+    """A real record that breaks nothing: the H100 CUDA-graph fp32 cell of the scenarios run."""
+    rec = _ok(DATA / "scenarios-cudagraph-cells.jsonl")[0]
+    assert check_record(rec) == []
+    return rec
+
+
+def _broken(rec: CellRecord, **changes) -> CellRecord:
+    return dataclasses.replace(rec, **changes)
+
+
+def test_each_relation_breaks_on_a_record_with_one_figure_changed(good):
+    lat, dev, mem, en = good.latency_ms, good.device_latency_ms, good.memory, good.energy
+    cases = {
+        "gpu-memory": [
+            _broken(
+                good, memory=dataclasses.replace(mem, torch_max_reserved_mib=mem.device_peak_process_mib + 3)
+            ),
+            _broken(
+                good, memory=dataclasses.replace(mem, torch_max_allocated_mib=mem.torch_max_reserved_mib + 1)
+            ),
+        ],
+        "percentiles": [
+            _broken(good, latency_ms=dataclasses.replace(lat, p90=lat.p99 + 0.1)),
+            _broken(
+                good, device_latency_ms=dataclasses.replace(dev, p50_ci=[dev.p50 + 0.01, dev.p50 + 0.02])
+            ),
+            _broken(good, latency_ms=dataclasses.replace(lat, max=lat.p99 - 0.01)),
+        ],
+        "e2e-stage-sum": [_broken(good, e2e={**good.e2e, "gap": 0.08})],
+        "device-within-host": [
+            _broken(
+                good,
+                device_samples_ms=[
+                    h + 0.05 if i == 3 else d
+                    for i, (d, h) in enumerate(zip(good.device_samples_ms, good.samples_ms, strict=True))
+                ],
+            ),
+        ],
+        "energy-window": [
+            _broken(good, energy=dataclasses.replace(en, inferences=en.inferences + 1)),
+            _broken(good, energy=dataclasses.replace(en, window_s=0.5)),
+        ],
+    }
+    assert set(cases) == set(RELATIONS)
+    for relation, recs in cases.items():
+        for rec in recs:
+            assert [f.relation for f in check_record(rec)] == [relation], relation
+
+
+def test_what_each_relation_lets_pass(good):
+    mem, en = good.memory, good.energy
+    # within the stated memory tolerance (2 MiB), a window under 1 s that says so, a gap inside +-5%, a device
+    # round a few microseconds over its host round, figures that are null
+    near = dataclasses.replace(mem, torch_max_reserved_mib=mem.device_peak_process_mib + 2)
+    short = dataclasses.replace(
+        en, window_s=0.5, source=en.source + "; energy window 0.50 s is shorter than 1.0 s"
+    )
+    assert check_record(_broken(good, memory=near)) == []
+    assert check_record(_broken(good, e2e={**good.e2e, "gap": -0.049})) == []
+    dev = [d + 0.005 if i == 0 else d for i, d in enumerate(good.device_samples_ms)]
+    assert check_record(_broken(good, device_samples_ms=dev)) == []
+    nulls = dataclasses.replace(mem, device_peak_process_mib=None)
+    assert check_record(_broken(good, memory=nulls, energy=None, device_samples_ms=None)) == []
+    # (without the host rounds, whose sum is 2.2 s: a window of 0.5 s could not have covered them)
+    assert check_record(_broken(good, energy=short, samples_ms=None, device_samples_ms=None)) == []
+    unsaid = dataclasses.replace(short, source=en.source)
+    assert [f.relation for f in check_record(_broken(good, energy=unsaid, samples_ms=None))] == [
+        "energy-window"
+    ]
+
+
+def test_check_command_exit_status_and_lines(tmp_path, capsys):
+    kit = tmp_path / "kit-n"
+    kit.mkdir()
+    shutil.copy(DATA / "kit-cells-n.jsonl", kit / "cells.jsonl")
+    clean = tmp_path / "scen"
+    clean.mkdir()
+    shutil.copy(DATA / "scenarios-cudagraph-cells.jsonl", clean / "cells.jsonl")
+
+    assert cli.main([str(clean)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "no relation broken" in err
+
+    assert cli.main([str(clean), str(kit), str(DATA / "kit-cells-s.jsonl")]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    assert lines[0].startswith("kit-n: yolo26n-detect-e2e-torch-eager-cuda-640x640-b1-fp32: gpu-memory: ")
+    assert all(": gpu-memory: torch_max_reserved " in line for line in lines)
+
+    # bad input: one line, nothing checked
+    assert cli.main([str(clean), str(tmp_path / "missing")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "missing: no cells.jsonl" in err
+
+
+def test_the_command_is_on_the_one_command_line():
+    from harness.cli import COMMANDS, command
+
+    assert "check" in COMMANDS and command("check") is cli.main
+
+
+def test_the_report_shows_the_same_findings(tmp_path):
+    from harness.report.render import render_report
+
+    kit = tmp_path / "kit-s"
+    kit.mkdir()
+    shutil.copy(DATA / "kit-cells-s.jsonl", kit / "cells.jsonl")
+    shutil.copy(DATA / "kit-env.json", kit / "env.json")
+    html = render_report([kit], tmp_path / "reports").read_text()
+    assert html.count('data-relation="gpu-memory"') == 2
+    for cid in (
+        "yolo26s-detect-e2e-torch-eager-cuda-640x640-b1-fp32",
+        "yolo26s-detect-e2e-torch-eager-cudagraph-cuda-640x640-b1-fp32",
+    ):
+        assert f'data-relation="gpu-memory" data-cell-id="{cid}"' in html
