@@ -117,6 +117,12 @@ class Runner(ABC):
         """Convert the host input once, outside the timed region (e.g. to a torch tensor or device buffer)."""
         return x
 
+    def device_input(self) -> tuple[Any, Any] | None:
+        """(torch device, torch dtype) when `prepare` also takes a torch tensor already on that device in that
+        dtype (the end-to-end pipeline then uploads uint8 and converts on the device, as ultralytics' predictor
+        does: harness.measure.device_input); None: `prepare` takes the float32 host array only."""
+        return None
+
     @abstractmethod
     def run(self, prepared: Any) -> Any:
         """One inference. Must not return before the result is usable, or `synchronize` must make it so."""

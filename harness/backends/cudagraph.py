@@ -113,6 +113,9 @@ class CudaGraphRunner(Runner):
         self._captured(self.graphs, prepared)  # a new shape: captured once, outside any timed call
         return prepared
 
+    def device_input(self) -> tuple[Any, Any] | None:
+        return self.inner.device_input()
+
     @staticmethod
     def replay(captured: Captured, prepared):
         if prepared is not captured.static_in:

@@ -283,9 +283,16 @@ class TensorRTRunner(Runner):
         import torch
 
         name = self.input_names[0]
-        t = torch.from_numpy(np.array(x)).to(self.device, self._dtypes[name]).contiguous()
+        if isinstance(x, torch.Tensor):  # converted on the device already (device_input)
+            t = x.to(self.device, self._dtypes[name]).contiguous()
+        else:
+            t = torch.from_numpy(np.array(x)).to(self.device, self._dtypes[name]).contiguous()
         self.main.bind(t)  # a new shape: buffers and addresses set now, outside any timed call
         return t
+
+    def device_input(self) -> tuple[Any, Any] | None:
+        dtype = self._dtypes[self.input_names[0]]
+        return (self.device, dtype) if getattr(dtype, "is_floating_point", False) else None
 
     def _stream_handle(self) -> int:
         return self.cuda.current_stream(self.device).cuda_stream

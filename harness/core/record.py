@@ -198,7 +198,7 @@ class CellRecord(_Stamped):
     latency_e2e_ms: Latency | None
     #: per-stage ms of the end-to-end pipeline: preprocess, h2d, model, d2h, postprocess
     stages_ms: dict[str, Any] | None
-    #: the end-to-end check: image, decode, postprocess, pairs, stage_sum_ms, wall_ms, gap, check
+    #: the end-to-end check: image, decode, postprocess, input_path, pairs, stage_sum_ms, wall_ms, gap, check
     e2e: dict[str, Any] | None
     scenario: str | None
     #: one scenario's LoadGen result: scenario, metric, value, unit, valid, rule, p50, p90, p99, queries (+ reason)

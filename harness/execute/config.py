@@ -67,6 +67,10 @@ class RunConfig:
     e2e: bool = True
     #: seconds of end-to-end pairs per runner at most (harness.execute.usecase.e2e_policy)
     e2e_max_time_s: float = 1.0
+    #: seconds of end-to-end pairs per runner worth the 100 pairs p99 needs, at the measured cost of a pair (a GPU
+    #: cell's pair costs a few ms: 100 fit; a CPU cell at 640 costs ~100 ms: they do not, and it times the p90's)
+    #: (harness.execute.usecase.e2e_min_pairs)
+    e2e_p99_budget_s: float = 2.0
     #: seconds of end-to-end pairs per runner worth the 20 pairs p90 needs; slower workloads time 10 pairs
     #: (harness.execute.usecase.e2e_min_pairs)
     e2e_p90_budget_s: float = 4.0

@@ -15,6 +15,12 @@ conversions (`prepare`, `outputs`) count in preprocess and postprocess, and h2d/
 device they are the h2d and d2h stages, unless the runtime's call copies inside itself (`timing_scope`
 "model+h2d+d2h").
 
+On a device, a runner that takes a torch tensor already there (`Runner.device_input`: the torch-based runners and
+TensorRT) is fed as ultralytics' predictor feeds its model (harness.measure.device_input): preprocess is the
+letterbox on the host into a pinned uint8 buffer, h2d the uint8 upload and the conversion on the device (BHWC ->
+BCHW, BGR -> RGB, dtype, /255). Other device runners (ONNX Runtime's CUDA providers, ExecuTorch) take the float32
+host tensor of the CPU path, copied in h2d. The record's `e2e.input_path` says which ran.
+
 Rounds come in pairs: one call timed whole, one timed stage by stage (the order alternating), so the check that the
 stage sum matches the wall time of the whole call compares two calls a few milliseconds apart, on the same machine
 state. A stage sum more than CHECK_TOLERANCE off the wall time means work escaped the stage clocks (a missing
@@ -31,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.measure import device_input
 from harness.measure.stats import median
 
 STAGE_NAMES = ("preprocess", "h2d", "model", "d2h", "postprocess")
@@ -142,6 +149,8 @@ class Pipeline:
     absent: dict[str, str]
     postprocess_call: str
     image: str = "bus.jpg"
+    #: how the input reaches the model (harness.measure.device_input: UINT8_PINNED, UINT8_PAGEABLE, FLOAT32_HOST)
+    input_path: str = device_input.FLOAT32_HOST
 
     def whole(self) -> Any:
         """One call, untimed inside."""
@@ -186,23 +195,44 @@ def for_runner(runner, cell, image: str = "bus.jpg", call: Callable[[Any], Any] 
             ("model", model),
             ("postprocess", lambda r: post(runner.outputs(r))),
         ]
-        absent = {"h2d": why, "d2h": why}
-    else:
+        return Pipeline(stages, {"h2d": why, "d2h": why}, POSTPROCESS_CALLS[cell.task], image)
+    upload = device_upload(runner, h, w, batch)
 
-        def h2d(x):
-            p = runner.prepare(x)
-            runner.synchronize()
-            return p
+    def pre(_):
+        if upload is None:
+            return preprocess(img, h, w, batch)
+        return upload.fill(letterbox_hwc(img, h, w))
 
-        stages = [
-            ("preprocess", lambda _: preprocess(img, h, w, batch)),
-            ("h2d", h2d),
-            ("model", model),
-            ("d2h", runner.outputs),
-            ("postprocess", post),
-        ]
-        absent = {}
-    return Pipeline(stages, absent, POSTPROCESS_CALLS[cell.task], image)
+    def h2d(x):
+        p = runner.prepare(x if upload is None else upload.to_device(x))
+        runner.synchronize()  # the copy (asynchronous from pinned memory) and any conversion are done
+        return p
+
+    stages = [
+        ("preprocess", pre),
+        ("h2d", h2d),
+        ("model", model),
+        ("d2h", runner.outputs),
+        ("postprocess", post),
+    ]
+    path = device_input.FLOAT32_HOST if upload is None else upload.path
+    return Pipeline(stages, {}, POSTPROCESS_CALLS[cell.task], image, path)
+
+
+def letterbox_hwc(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """ultralytics' LetterBox of `image` (BGR HWC uint8): the host part of the device input path."""
+    from harness.yolo.inputs import letterbox_hwc as lb
+
+    return lb(image, height, width)
+
+
+def device_upload(runner, height: int, width: int, batch: int) -> device_input.Upload | None:
+    """The uint8 upload of a runner that takes a tensor on its device (`Runner.device_input`), else None."""
+    where = runner.device_input()
+    if where is None:
+        return None
+    device, dtype = where
+    return device_input.Upload(device, dtype, batch, height, width)
 
 
 @dataclass
@@ -255,6 +285,7 @@ class E2ETiming:
             "image": self.pipeline.image,
             "decode": "excluded (decoded once before timing)",
             "postprocess": self.pipeline.postprocess_call,
+            "input_path": self.pipeline.input_path,
             "pairs": len(self.walls),
             "stage_sum_ms": sum(v for v in stages.values() if v is not None),
             "wall_ms": median(self.walls) if self.walls else None,

@@ -39,15 +39,21 @@ def letterbox_files(paths: list[Path] | tuple[Path, ...], height: int, width: in
     return np.ascontiguousarray(np.stack(frames)).astype(np.float32) / 255.0
 
 
-def letterbox_image(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """One decoded BGR HWC image letterboxed (ultralytics' LetterBox, gray pad, centred) to height x width, as an
-    RGB CHW uint8 view (not contiguous)."""
+def letterbox_hwc(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """One decoded BGR HWC image letterboxed (ultralytics' LetterBox, gray pad, centred) to height x width, still
+    BGR HWC uint8: what ultralytics' predictor uploads to the device (its `pre_transform`)."""
     from ultralytics.data.augment import LetterBox
 
     lb = LetterBox(new_shape=(height, width), auto=False, scale_fill=False, scaleup=True, stride=32)
     out: np.ndarray = lb(image=image)  # given only an image, LetterBox returns the image
     assert out.shape[:2] == (height, width), out.shape
-    return out[..., ::-1].transpose(2, 0, 1)  # BGR HWC -> RGB CHW
+    return out
+
+
+def letterbox_image(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """One decoded BGR HWC image letterboxed (ultralytics' LetterBox, gray pad, centred) to height x width, as an
+    RGB CHW uint8 view (not contiguous)."""
+    return letterbox_hwc(image, height, width)[..., ::-1].transpose(2, 0, 1)  # BGR HWC -> RGB CHW
 
 
 @functools.lru_cache(maxsize=32)

@@ -7,6 +7,7 @@ torch is imported lazily, inside functions: this module is imported on hosts wit
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +97,12 @@ class TorchDeviceRunner(Runner):
     def prepare(self, x: np.ndarray):
         import torch
 
+        if isinstance(x, torch.Tensor):  # converted on the device already (device_input): a no-op there
+            return x.to(self.device, self.dtype)
         return torch.from_numpy(np.array(x)).to(self.device, self.dtype)
+
+    def device_input(self) -> tuple[Any, Any] | None:
+        return self.device, self.dtype
 
     def synchronize(self) -> None:
         if self._cuda:
