@@ -184,8 +184,9 @@ def test_the_run_baseline_reaches_the_cells_through_the_environment(monkeypatch)
     monkeypatch.delenv(BASELINE_ENV, raising=False)
     assert run_baseline() is None
     gpu = DecayingGpu()
-    base = take_run_baseline(gpu, object(), clock=gpu.clock, sleep=_sleep(gpu))
+    base = take_run_baseline(gpu, object(), context=lambda: "held: fake", clock=gpu.clock, sleep=_sleep(gpu))
     assert run_baseline() == base and base["power_w"] == pytest.approx(IDLE_W, abs=0.5)
+    assert base["cuda_context"] == "held: fake"  # read in the state the cells run in, and it says so
     # no power reading: the baseline says why, and the run's net figures are null with that reason
     monkeypatch.delenv(BASELINE_ENV)
 
@@ -193,6 +194,16 @@ def test_the_run_baseline_reaches_the_cells_through_the_environment(monkeypatch)
         def nvmlDeviceGetPowerUsage(self, h):
             raise RuntimeError("Not Supported")
 
-    base = take_run_baseline(NoPower(), object())
+    base = take_run_baseline(NoPower(), object(), context=None)
     assert base["power_w"] is None and "power reading not available" in base["reason"]
     assert run_baseline() == base
+
+
+def test_the_context_holder_says_when_there_is_no_cuda_device():
+    import torch
+
+    from harness.measure.energy import hold_cuda_context
+
+    if torch.cuda.is_available():
+        pytest.skip("asserts this CPU machine's no-GPU answer")
+    assert hold_cuda_context() == "not held: torch sees no CUDA device"

@@ -7,11 +7,13 @@ other runners' blocks between them are not counted), divided by rounds x batch. 
 
 The counter is the whole GPU's, and a yolo26n call on an H100 draws little beside the idle power, so the section
 also has `net_per_inference_j`: gross less the run's one idle baseline x the window, per inference. The baseline
-is read once per run, before the first cell, after the GPU has settled (`take_run_baseline`, harness.measure.nvml
-.settled_idle: power and SM clock read until they stop falling, with a bound) and written to env.json under
+is read once per run, before the first cell, with the process's CUDA context held (the state every cell is timed
+in), after the GPU has settled (`take_run_baseline`, harness.measure.nvml.settled_idle: power and SM clock read
+until they stop falling, with a bound) and written to env.json under
 `gpu_env.idle_baseline` with how it was read; every cell of the run subtracts the same figure. (An idle reading
-before each cell made the net figure depend on the cell before: 70 W after a pause, 116-133 W while the GPU was
-still clocked up from the previous cell, up to 4x apart on the first H100 run.) `idle_power_w` is that baseline.
+before each cell made the net figure depend on the cell before: 70 W in some cells of the first H100 run,
+116-133 W in others, up to 4x apart; a GPU idles far lower while no process holds a CUDA context, and takes
+seconds to come down after work, docs/gpu-probes-2026-11-25.md.) `idle_power_w` is that baseline.
 Fills `energy` = core.record.Energy {per_inference_j, window_s, inferences, source, net_per_inference_j,
 idle_power_w}, or that section with every figure None and the reason under `null_reasons["energy.<figure>"]`.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from harness.core.record import CellRecord, Energy, set_null
@@ -45,8 +48,31 @@ SOURCE = (
 )
 
 
-def take_run_baseline(nvml: Any = None, handle: Any = None, **settle: Any) -> dict:
-    """Read the run's idle baseline (nvml.settled_idle) and publish it to this process and its children.
+def hold_cuda_context() -> str:
+    """Make sure this process holds a CUDA context on torch's current device (one tiny allocation), and say so.
+
+    Every cell is timed with its process's context held, and a GPU holding one stays clocked up: an H200 drew
+    118 W at 1980 MHz with a context and nothing running, 76 W at 345 MHz without one
+    (docs/gpu-probes-2026-11-25.md). The baseline is read in the state the cells run in."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "not held: torch sees no CUDA device"
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+        return (
+            f"held: this process's CUDA context on cuda:{torch.cuda.current_device()}, as during every cell"
+        )
+    except Exception as e:  # the baseline is still read; it says it was read without a context
+        return f"not held: {type(e).__name__}: {e}"
+
+
+def take_run_baseline(
+    nvml: Any = None, handle: Any = None, context: Callable[[], str] | None = hold_cuda_context, **settle: Any
+) -> dict:
+    """Read the run's idle baseline (nvml.settled_idle) with this process's CUDA context held (`context`, None:
+    as the process is), and publish it to this process and its children.
 
     Called once per run, before the first cell (harness.measure.machine.facts, for env.json's
     `gpu_env.idle_baseline`). Never raises: without NVML or a power reading the dict has `power_w: None` and the
@@ -59,8 +85,10 @@ def take_run_baseline(nvml: Any = None, handle: Any = None, **settle: Any) -> di
     if reason is not None:
         base = {"power_w": None, "reason": reason}
     else:
+        held = context() if context is not None else "as the process was (not made sure of)"
         try:
             base = settled_idle(handle, module, **settle)
+            base["cuda_context"] = held
         except NvmlUnavailable as e:
             base = {"power_w": None, "reason": str(e)}
     os.environ[BASELINE_ENV] = json.dumps(base)
