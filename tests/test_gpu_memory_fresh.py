@@ -292,3 +292,34 @@ def test_the_records_script_flags_the_h100_records_and_passes_a_fresh_process_ru
     (tmp_path / "cells.jsonl").write_text(record_to_json(rec) + "\n")
     assert script.main([str(tmp_path / "cells.jsonl")]) == 0
     assert "ctx 500, proc 792, outside 650, alloc 140, resv 142  order ok" in capsys.readouterr().out
+
+
+def test_the_report_shows_the_context_and_what_lies_outside_torch(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from harness.core.record_codec import record_from_json, record_to_json
+    from harness.report import render_report
+    from tests.test_report_render import _num, _row, parse
+
+    run = tmp_path / "gpu_run"
+    shutil.copytree(Path(__file__).parent / "data" / "report" / "gpu_run", run)
+    lines = (run / "cells.jsonl").read_text().splitlines()
+    recs = [record_from_json(line) for line in lines]
+    i = next(i for i, r in enumerate(recs) if r.device == "cuda" and r.status == "ok")
+    fresh_mem = measured_fresh(FakeGpu(), weights=10 * MIB, activations=130 * MIB)
+    recs[i].memory, recs[i].null_reasons = (
+        fresh_mem.memory,
+        {**recs[i].null_reasons, **fresh_mem.null_reasons},
+    )
+    lines[i] = record_to_json(recs[i])
+    (run / "cells.jsonl").write_text("\n".join(lines) + "\n")
+    doc = parse(render_report([run], tmp_path / "out"))
+    row = _row(doc, "memory", recs[i].cell_id)
+    assert _num(row["device_context"]) == 500 and _num(row["outside_torch"]) == 650
+    assert _num(row["device_process"]) == 792 and _num(row["torch_reserved"]) == 142
+    # the other way: a record written before these figures existed shows n/a, never a number
+    other = next(r for j, r in enumerate(recs) if j != i and r.device == "cuda" and r.status == "ok")
+    assert json.loads(lines[recs.index(other)])["memory"].get("device_context_mib") is None
+    assert _row(doc, "memory", other.cell_id)["device_context"].text().startswith("n/a")

@@ -135,3 +135,26 @@ def test_the_tolerance_and_the_allocator_pair():
     assert mem.torch_max_allocated_mib == 70.0 and mem.torch_max_reserved_mib == 80.0
     assert mem.device_context_mib == 500.0, "read before load, not derived from the process peak"
     assert set(rec.null_reasons) == {"memory.device_peak_process_mib", "memory.device_outside_torch_mib"}
+
+
+def test_every_finished_record_keeps_the_order():
+    import time
+    from types import SimpleNamespace
+
+    from harness.execute.recording import finish
+
+    written = []
+    writer = SimpleNamespace(write=lambda rec: written.append(rec) or rec)
+    recs = h100_records()
+    broken = recs[(KIT_S, cid("s", "torch-eager"))]
+    rec = finish(SimpleNamespace(rec=broken, t0=time.perf_counter()), writer)
+    assert written == [rec] and rec.memory.device_peak_process_mib is None
+    assert (
+        "16.0 MiB is below torch's max reserved 424.0 MiB"
+        in rec.null_reasons["memory.device_peak_process_mib"]
+    )
+    held = recs[(KIT_S, cid("s", "torch-compile"))]
+    assert (
+        finish(SimpleNamespace(rec=held, t0=time.perf_counter()), writer).memory.device_peak_process_mib
+        == 1064.0
+    )

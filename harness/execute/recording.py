@@ -12,6 +12,7 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.core.memory_order import enforce_memory_order
 from harness.core.null_reasons import fill_null_reasons
 from harness.core.record import CellRecord, new_record
 from harness.core.results_dir import RecordWriter
@@ -44,8 +45,12 @@ def crashed(s: AttemptState, e: Exception) -> None:
 
 
 def finish(s: AttemptState, writer: RecordWriter) -> CellRecord:
-    """The attempt's record completed (duration, null reasons) and written; returns it as written."""
+    """The attempt's record completed (duration, the GPU memory order, null reasons) and written; returns it as
+    written."""
     s.rec.duration_s = round(time.perf_counter() - s.t0, 3)
+    enforce_memory_order(
+        s.rec
+    )  # the trackers keep it; whatever else filled the section, no contradictory pair
     fill_null_reasons(s.rec)
     s.rec = writer.write(s.rec)
     return s.rec

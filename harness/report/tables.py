@@ -136,6 +136,8 @@ MEMORY_FIELDS: tuple[TableField, ...] = (
     ("device_process", "memory.device_peak_process_mib", _memory(lambda m: m.device_peak_process_mib)),
     ("torch_allocated", "memory.torch_max_allocated_mib", _memory(lambda m: m.torch_max_allocated_mib)),
     ("torch_reserved", "memory.torch_max_reserved_mib", _memory(lambda m: m.torch_max_reserved_mib)),
+    ("device_context", "memory.device_context_mib", _memory(lambda m: m.device_context_mib)),
+    ("outside_torch", "memory.device_outside_torch_mib", _memory(lambda m: m.device_outside_torch_mib)),
     ("energy", "energy.per_inference_j", lambda r: r.energy.per_inference_j if r.energy else None),
 )
 #: each memory figure's reader, by its dotted path in the record (what the plots read too)
