@@ -106,3 +106,18 @@ def test_module_names_from_paths():
     assert module_of("/x/lib/python3.12/site-packages/torch/_inductor/__init__.py") == "torch._inductor"
     assert module_of(str(REPO / "harness" / "backends" / "aoti.py")) == "harness.backends.aoti"
     assert module_of("/somewhere/else/script.py") == "script"
+
+
+@pytest.mark.timing
+def test_a_worker_killed_at_its_timeout_says_where_it_hung(tmp_path):
+    # the first GPU run's AOTInductor probe hung in the loader for over a minute and was killed with no trace
+    outcome = export("test-hang", tmp_path, timeout_s=4)
+    assert outcome.status == "timeout"
+    assert outcome.fault is not None, Path(outcome.log).read_text()[-2000:]
+    assert outcome.fault["where"] == "tests.fault_backends.export"  # HangBackend.export's sleep
+    assert outcome.fault["error"].startswith("stack printed on request")
+    assert "it was in tests.fault_backends.export" in outcome.message
+    # the other way: a worker that ends within its timeout is never asked for a stack
+    ok = export("test-ok", tmp_path, timeout_s=60)
+    assert ok.status == "ok" and ok.fault is None
+    assert "most recent call first" not in Path(ok.log).read_text()

@@ -132,13 +132,23 @@ def _dotted(parts: tuple[str, ...]) -> str:
     return ".".join(names) or "?"
 
 
+#: what a stack printed on request (faulthandler.register, no fatal error) is recorded as
+DUMPED = (
+    "stack printed on request before the process was killed (faulthandler on SIGUSR1): it was still running"
+)
+
+
 def parse_fault(text: str) -> NativeFault | None:
-    """The last fault faulthandler printed in `text` (a worker's log), or None when it printed none."""
+    """The last fault faulthandler printed in `text` (a worker's log), or the last stack it printed on request (a
+    worker killed after its timeout: where it hung); None when it printed neither."""
     fatal = list(_FATAL.finditer(text))
-    if not fatal:
-        return None
-    m = fatal[-1]
-    tail = text[m.end() :]
+    if fatal:
+        error, tail = fatal[-1]["error"].strip(), text[fatal[-1].end() :]
+    else:
+        dumps = list(_CURRENT.finditer(text))
+        if not dumps:
+            return None
+        error, tail = DUMPED, text[dumps[-1].start() :]
     cur = _CURRENT.search(tail)
     frames: list[Frame] = []
     if cur:
@@ -149,7 +159,7 @@ def parse_fault(text: str) -> NativeFault | None:
                     break
                 continue
             frames.append(Frame(module_of(fm["file"]), fm["func"], fm["file"], int(fm["line"])))
-    return NativeFault(m["error"].strip(), tuple(frames))
+    return NativeFault(error, tuple(frames))
 
 
 def read_fault(log_path: Path, offset: int = 0) -> NativeFault | None:

@@ -19,7 +19,7 @@ from harness.diagnosis.kernel_oom import sigkill_detail
 from harness.diagnosis.native_fault import read_fault
 from harness.diagnosis.outcome import ExportOutcome
 from harness.execute.lifetime import PARENT_ENV
-from harness.execute.worker import REPORT_FD_ENV, os_error_line
+from harness.execute.worker import DUMP_SIGNAL, REPORT_FD_ENV, os_error_line
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,21 @@ def kill_live_workers() -> None:
     for pgid in list(_LIVE):
         with contextlib.suppress(OSError):
             os.killpg(pgid, signal.SIGKILL)
+
+
+#: seconds a worker gets to print its stack (SIGUSR1, faulthandler) before it is killed
+STACK_DUMP_WAIT_S = 1.0
+
+
+def dump_stack(proc: subprocess.Popen) -> None:
+    """Ask a worker that is about to be killed (a timeout, an interrupted run) to print its Python stack into its log:
+    every worker registers faulthandler on SIGUSR1 (harness.execute.worker), so a hang says where it hung."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(OSError):
+        os.kill(proc.pid, DUMP_SIGNAL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=STACK_DUMP_WAIT_S)
 
 
 def _how_far(log_path: Path, offset: int) -> str | None:
@@ -135,19 +150,26 @@ def run_child(
             try:
                 rc = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
+                dump_stack(proc)  # where it hung: faulthandler prints the worker's Python stack into the log
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 logf.write(f"\n=== killed after the {timeout_s:.0f} s timeout\n".encode())
                 logf.flush()
                 got = _how_far(log_path, log_offset)
+                hung = read_fault(log_path, log_offset)
+                where = f"; it was in {hung.where} ({hung.in_library}'s code)" if hung and hung.where else ""
                 return ExportOutcome(
                     "timeout",
                     None,
-                    message=f"{name} exceeded the {timeout_s:.0f} s timeout" + (f"; {got}" if got else ""),
+                    message=f"{name} exceeded the {timeout_s:.0f} s timeout"
+                    + (f"; {got}" if got else "")
+                    + where,
                     wall_s=time.perf_counter() - t0,
                     log=str(log_path),
+                    fault=hung.to_dict() if hung else None,
                 )
             except BaseException:  # interrupted (Ctrl-C) while waiting: the worker ends with this run
+                dump_stack(proc)
                 with contextlib.suppress(OSError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 raise

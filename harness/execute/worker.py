@@ -18,6 +18,7 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -27,6 +28,9 @@ from pathlib import Path
 REPORT_FD_ENV = "YOLO26_BENCH_REPORT_FD"
 #: exit status of a worker that could not write its result (the report says why)
 EXIT_NO_RESULT = 75
+#: the signal on which a worker prints its Python stack and goes on (the parent sends it before killing a worker
+#: that outlasted its timeout, so the log says where it hung)
+DUMP_SIGNAL = signal.SIGUSR1
 
 
 def mount_point(path: Path) -> Path:
@@ -131,6 +135,7 @@ def main(argv: list[str]) -> int:
     # A native crash (SIGSEGV in a runtime's loader, say) prints this process's Python stack into its log, which
     # the parent reads back into the failure record (harness.diagnosis.native_fault).
     faulthandler.enable(all_threads=True)
+    faulthandler.register(DUMP_SIGNAL, all_threads=True)
     from harness.core import allocator
     from harness.execute import lifetime
     from harness.threads import budget, set_budget
