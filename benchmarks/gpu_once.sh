@@ -142,7 +142,11 @@ trap collect EXIT
 
 echo "== gpu_once call $call: repo $repo, device $device, sizes $sizes, shapes $shapes, precisions $precisions," \
     "batches $batches, backends $backends, scenarios $scenarios, budget ${budget} s"
-[[ -f "$repo/KIT_COMMIT" ]] && echo "== code: $(head -1 "$repo/KIT_COMMIT") (KIT_COMMIT, written when it was packed)"
+if [[ -f "$repo/KIT_COMMIT" ]]; then  # env.json's git_commit: the copy's own .git may be older, or absent
+    YOLO26_BENCH_GIT_COMMIT=$(head -1 "$repo/KIT_COMMIT")
+    export YOLO26_BENCH_GIT_COMMIT
+    echo "== code: $YOLO26_BENCH_GIT_COMMIT (KIT_COMMIT, written when it was packed)"
+fi
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"  # packages installed beforehand stay importable
 # one Inductor cache for the whole call (AOTInductor, torch.compile, ExecuTorch CUDA): autotuning results found by
 # one export are reused by the next (the compile times in the records say cold or not: their caches are off)

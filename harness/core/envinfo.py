@@ -43,9 +43,12 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-#: the file the GPU kit writes at the repository's root when it packs the code for a machine where the copy has no
-#: .git of its own (scripts/kit_commit.sh): one line, the commit (with "-dirty" when the tree had changes)
+#: the file scripts/kit_commit.sh writes at the repository's root before the code is sent to a GPU machine: one
+#: line, the commit (with "-dirty" when the tracked files differed from it)
 KIT_COMMIT_FILE = "KIT_COMMIT"
+#: the variable benchmarks/gpu_once.sh sets from KIT_COMMIT for the runs it starts: the copy on a GPU machine may
+#: carry a .git of an older commit (the device tool's snapshot) or none (then git climbs to another repository)
+KIT_COMMIT_ENV = "YOLO26_BENCH_GIT_COMMIT"
 _REPO = Path(__file__).resolve().parents[2]
 
 
@@ -60,9 +63,14 @@ def _git(repo: Path, *args: str) -> str | None:
 def git_commit_info(repo: Path | None = None) -> tuple[str | None, str]:
     """(commit, how it was read) of the project's code, or (None, why not).
 
-    Read only from the project's own repository: a copy without a .git of its own (the GPU kit's) must not name the
-    commit of whatever repository contains the copy, so `git rev-parse` counts only when its top level is `repo`;
-    otherwise the KIT_COMMIT file written when the code was packed."""
+    The GPU kit's commit first ($YOLO26_BENCH_GIT_COMMIT, which benchmarks/gpu_once.sh sets from KIT_COMMIT), then
+    `git rev-parse HEAD` only where its top level is `repo` itself: a copy without a .git of its own must not name
+    the commit of whatever repository contains it."""
+    kit = os.environ.get(KIT_COMMIT_ENV, "").strip()
+    if kit:
+        return kit[
+            :80
+        ], f"${KIT_COMMIT_ENV} (the GPU kit, from {KIT_COMMIT_FILE} written when the code was packed)"
     repo = (repo or _REPO).resolve()
     top = _git(repo, "rev-parse", "--show-toplevel")
     if top is not None and Path(top).resolve() == repo:
@@ -70,19 +78,12 @@ def git_commit_info(repo: Path | None = None) -> tuple[str | None, str]:
         if commit:
             dirty = _git(repo, "status", "--porcelain", "--untracked-files=no")
             return commit + ("-dirty" if dirty else ""), "git rev-parse HEAD in the project's repository"
-    kit = repo / KIT_COMMIT_FILE
-    if kit.is_file():
-        line = kit.read_text(errors="replace").strip().splitlines()
-        if line and line[0].strip():
-            return line[0].strip()[
-                :80
-            ], f"{KIT_COMMIT_FILE}, written when the code was packed for this machine"
     if top is not None:
-        return None, (
-            f"the code at {repo} has no git repository of its own (the nearest, {top}, is another one's) "
-            f"and no {KIT_COMMIT_FILE} file"
+        return (
+            None,
+            f"the code at {repo} has no git repository of its own (the nearest, {top}, is another one's)",
         )
-    return None, f"the code at {repo} is not in a git repository and has no {KIT_COMMIT_FILE} file"
+    return None, f"the code at {repo} is not in a git repository"
 
 
 def git_commit(repo: Path | None = None) -> str | None:
