@@ -15,6 +15,7 @@ from harness.measure.pipeline import decoded, for_runner, preprocess
 from harness.yolo.inputs import letterbox_hwc
 from tests.fake_cuda import FakeTorchCuda
 from tests.test_cuda_streams import Recording, YoloShaped
+from tests.test_tensorrt_fake import fake_trt  # noqa: F401  (the fixture, for the TensorRT case)
 
 torch = pytest.importorskip("torch")
 
@@ -23,7 +24,7 @@ SHAPES = [(640, 640, 1), (320, 480, 2)]
 
 def _u8(h: int, w: int, batch: int):
     lb = letterbox_hwc(decoded("bus.jpg"), h, w)
-    return torch.from_numpy(np.ascontiguousarray(np.broadcast_to(lb, (batch, *lb.shape))))
+    return torch.from_numpy(np.array(np.broadcast_to(lb, (batch, *lb.shape))))
 
 
 @pytest.mark.parametrize(("h", "w", "batch"), SHAPES)
@@ -123,3 +124,20 @@ def test_a_cpu_cell_keeps_the_cpu_pipeline_even_with_device_input():
     pipe.whole()
     fed = inner.prepared[-1]
     assert isinstance(fed, np.ndarray) and fed.dtype == np.float32
+
+
+def test_tensorrt_takes_the_device_tensor_and_binds_once(fake_trt):  # noqa: F811
+    """TensorRT's runner (a fake engine, tests/test_tensorrt_fake.py) says it takes a float tensor on its device,
+    and a tensor converted there runs as its float32 host array does."""
+    from tests.test_tensorrt_fake import IN_SHAPE, _runner
+
+    r, engine, _ = _runner(fake_trt)
+    device, dtype = r.device_input()
+    assert dtype == torch.float32
+    x = np.random.default_rng(0).random(IN_SHAPE, dtype=np.float32)
+    want = r.outputs(r.run(r.prepare(x)))[0]
+    got = r.outputs(r.run(r.prepare(torch.from_numpy(x).to(device))))[0]
+    np.testing.assert_array_equal(got, want)
+    assert engine.contexts[0].binds == 2  # the same shape: bound once, whichever input path
+    r._dtypes[r.input_names[0]] = torch.int8  # the other way: an integer input takes no converted tensor
+    assert r.device_input() is None
