@@ -23,7 +23,7 @@ def build_parser(prog: str = "yolo26-bench check") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
         description="List each record whose figures break a relation the harness states, one line per record "
-        f"and relation; exit 1 when any breaks, 0 when none. Relations: {listing}.".replace("%", "%%"),
+        f"and relation; exit 1 when any breaks, 0 when none. Relations: {listing}.",
     )
     p.add_argument(
         "runs", type=Path, nargs="+", metavar="RUN_DIR", help="a results directory (or a cells.jsonl file)"
