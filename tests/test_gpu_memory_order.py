@@ -158,3 +158,21 @@ def test_every_finished_record_keeps_the_order():
         finish(SimpleNamespace(rec=held, t0=time.perf_counter()), writer).memory.device_peak_process_mib
         == 1064.0
     )
+
+
+def test_the_report_shows_no_contradictory_pair_of_a_record_written_before_the_order():
+    from harness.report.load import null_reason
+    from harness.report.tables import MEMORY_READERS
+
+    recs = h100_records()
+    process, reserved = "memory.device_peak_process_mib", "memory.torch_max_reserved_mib"
+    for key in BREAKS:
+        rec = recs[key]
+        assert MEMORY_READERS[process](rec) is None  # NVML's figure that cannot be right is not shown
+        assert MEMORY_READERS[reserved](rec) == rec.memory.torch_max_reserved_mib  # torch's exact figure is
+        assert "break" in null_reason(rec, process) and "below torch's max reserved" in null_reason(
+            rec, process
+        )
+    for key in HOLDS:  # the other way: a record that keeps the order shows both figures
+        rec = recs[key]
+        assert MEMORY_READERS[process](rec) == rec.memory.device_peak_process_mib

@@ -60,6 +60,18 @@ def enforce_memory_order(rec: CellRecord) -> str | None:
     why = memory_order_break(mem)
     if mem is None or why is None:
         return why
+    for name, reason in dropped_figures(mem).items():
+        setattr(mem, name, None)
+        set_null(rec, f"memory.{name}", reason)
+    return why
+
+
+def dropped_figures(mem: Memory | None) -> dict[str, str]:
+    """The figures of `mem` that `enforce_memory_order` nulls (name -> reason), without changing it: what a reader
+    of records written before the order was enforced (the first GPU run's) shows as null instead of the pair."""
+    why = memory_order_break(mem)
+    if mem is None or why is None:
+        return {}
     reason = f"not kept: the figures break {MEMORY_ORDER}: {why}"
     if (
         mem.torch_max_allocated_mib is not None
@@ -69,11 +81,7 @@ def enforce_memory_order(rec: CellRecord) -> str | None:
         names = ["torch_max_allocated_mib", "torch_max_reserved_mib"]
     else:
         names = ["device_peak_process_mib", *NVML_PROCESS_DERIVED]
-    for name in names:
-        if getattr(mem, name) is not None:
-            setattr(mem, name, None)
-            set_null(rec, f"memory.{name}", reason)
-    return why
+    return {name: reason for name in names if getattr(mem, name) is not None}
 
 
 #: figures computed from NVML's process figure: they go with it

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from harness.core.memory_order import dropped_figures
 from harness.core.record import FAILED_STATUSES, CellRecord, Latency
 from harness.core.results_dir import UNKNOWN, Run, dig, is_results_dir, load_run
 
@@ -63,6 +64,10 @@ def p50(rec: CellRecord) -> float | None:
 
 def null_reason(rec: CellRecord, path: str) -> str:
     """Why a field holds no value: the record's own `null_reasons` (the field or a parent), else its status."""
+    if path.startswith("memory."):
+        dropped = dropped_figures(rec.memory).get(path.split(".", 1)[1])
+        if dropped:  # a record written before the GPU memory order was enforced
+            return dropped
     parts = path.split(".")
     for n in range(len(parts), 0, -1):
         reason = rec.null_reasons.get(".".join(parts[:n]))

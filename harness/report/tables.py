@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.core.memory_order import dropped_figures
 from harness.core.record import CellRecord, Memory
 from harness.core.results_dir import dig
 from harness.report import paired
@@ -129,15 +130,21 @@ def _memory(read: Callable[[Memory], float | None]) -> Callable[[CellRecord], ob
     return lambda r: read(r.memory) if r.memory else None
 
 
+def _device_memory(name: str) -> Callable[[CellRecord], object]:
+    """A reader of one GPU figure that gives None where the record breaks the memory order (a record written before
+    it was enforced): the report never shows a contradictory pair (load.null_reason says why)."""
+    return lambda r: None if not r.memory or name in dropped_figures(r.memory) else getattr(r.memory, name)
+
+
 MEMORY_FIELDS: tuple[TableField, ...] = (
     ("host_peak", "memory.host_peak_rss_mib", _memory(lambda m: m.host_peak_rss_mib)),
     ("host_delta", "memory.host_peak_delta_mib", _memory(lambda m: m.host_peak_delta_mib)),
     ("device_used", "memory.device_peak_used_mib", _memory(lambda m: m.device_peak_used_mib)),
-    ("device_process", "memory.device_peak_process_mib", _memory(lambda m: m.device_peak_process_mib)),
-    ("torch_allocated", "memory.torch_max_allocated_mib", _memory(lambda m: m.torch_max_allocated_mib)),
-    ("torch_reserved", "memory.torch_max_reserved_mib", _memory(lambda m: m.torch_max_reserved_mib)),
+    ("device_process", "memory.device_peak_process_mib", _device_memory("device_peak_process_mib")),
+    ("torch_allocated", "memory.torch_max_allocated_mib", _device_memory("torch_max_allocated_mib")),
+    ("torch_reserved", "memory.torch_max_reserved_mib", _device_memory("torch_max_reserved_mib")),
     ("device_context", "memory.device_context_mib", _memory(lambda m: m.device_context_mib)),
-    ("outside_torch", "memory.device_outside_torch_mib", _memory(lambda m: m.device_outside_torch_mib)),
+    ("outside_torch", "memory.device_outside_torch_mib", _device_memory("device_outside_torch_mib")),
     ("energy", "energy.per_inference_j", lambda r: r.energy.per_inference_j if r.energy else None),
 )
 #: each memory figure's reader, by its dotted path in the record (what the plots read too)
