@@ -16,6 +16,7 @@ from pathlib import Path
 from harness.backends.base import ExportRequest
 from harness.diagnosis.kernel_oom import sigkill_detail
 from harness.diagnosis.outcome import ExportOutcome
+from harness.execute import interrupt
 from harness.execute.lifetime import PARENT_ENV
 from harness.execute.worker import REPORT_FD_ENV, os_error_line
 
@@ -28,7 +29,7 @@ _LIVE: set[int] = set()
 
 
 def kill_live_workers() -> None:
-    """SIGKILL every running worker's process group: the run is being interrupted (SIGTERM) and its threads
+    """SIGKILL every running worker's process group: the run is being interrupted (SIGINT, SIGTERM) and its threads
     waiting on workers must return now rather than at the export timeout."""
     for pgid in list(_LIVE):
         with contextlib.suppress(OSError):
@@ -106,20 +107,25 @@ def run_child(
         with open(log_path, "ab") as logf:
             logf.write(f"=== {name} in an isolated process ({work_dir})\n".encode())
             logf.flush()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.execute.worker", str(req_path), str(result_path)],
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                pass_fds=(report_w,),
-                start_new_session=True,  # its own process group: a timeout kills its compiler children too
-                preexec_fn=_limit_memory(int(memory_limit_gb * 2**30) if memory_limit_gb else None),
-            )
-            os.close(report_w)
-            report_w = -1
-            _LIVE.add(proc.pid)
+            interrupt.check()  # the run was told to stop: no worker starts
+            # Started and registered with a signal deferred: raised in between (after the fork), it would leave a
+            # worker that nothing ends (its own session: no terminal signal reaches it either).
+            with interrupt.deferred():
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "harness.execute.worker", str(req_path), str(result_path)],
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    pass_fds=(report_w,),
+                    start_new_session=True,  # its own process group: a timeout kills its compiler children too
+                    preexec_fn=_limit_memory(int(memory_limit_gb * 2**30) if memory_limit_gb else None),
+                )
+                _LIVE.add(proc.pid)
             try:
+                os.close(report_w)
+                report_w = -1
+                interrupt.check()  # a signal that came while it was being started (in any thread)
                 rc = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -132,7 +138,7 @@ def run_child(
                     wall_s=time.perf_counter() - t0,
                     log=str(log_path),
                 )
-            except BaseException:  # interrupted (Ctrl-C) while waiting: the worker ends with this run
+            except BaseException:  # interrupted (a signal) while waiting: the worker ends with this run
                 with contextlib.suppress(OSError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 raise
