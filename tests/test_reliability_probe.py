@@ -479,8 +479,18 @@ def _assert_interrupted(tmp_path: Path, p, sig: str, recorded: int) -> None:
     assert "history: imported" not in out
 
 
-@pytest.mark.parametrize("at", ["between", "skip", "summary", "ended", "worker"])
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+#: the fast tier keeps one of these (a worker being started: the moment with the most to lose), the rest are slow
+_MOMENTS = [
+    pytest.param(
+        sig, at, id=f"{sig}-{at}", marks=[] if (sig, at) == ("SIGTERM", "worker") else [pytest.mark.slow]
+    )
+    for sig in ("SIGINT", "SIGTERM")
+    for at in _RECORDED_AT
+]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(("sig", "at"), _MOMENTS)
 def test_p05_a_signal_at_any_moment_ends_the_run_as_interrupted(tmp_path, sig, at):
     p = _interrupted_run(tmp_path, sig, at)
     _assert_interrupted(tmp_path, p, sig, _RECORDED_AT[at])
@@ -494,6 +504,7 @@ def test_p05_a_signal_at_any_moment_ends_the_run_as_interrupted(tmp_path, sig, a
         assert started == [], "these cells start no worker"
 
 
+@pytest.mark.process
 def test_p05_a_sigint_reaches_a_run_started_with_it_ignored(tmp_path):
     # a shell starts a background job (`pytest ... &` in a script, a CI step) with SIGINT ignored: the run takes
     # it all the same, so that a kill -INT or a Ctrl-C to the script does not leave it running to be imported
