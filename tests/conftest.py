@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,51 @@ def _shared_eval_dataset(tmp_path_factory):
         os.environ.pop(DATASET_DIR_ENV, None)
     else:
         os.environ[DATASET_DIR_ENV] = old
+
+
+# -- which tests start processes or send signals ------------------------------------------------------------------
+#: YOLO26_TEST_PROCESS_AUDIT=FILE: the tests that start a process (a suite run, a worker, any subprocess) or send a
+#: signal without the `process` marker are written to FILE, one node id a line, and named in the summary; so the
+#: marker that scripts/flaky_check.sh selects can be checked complete on any part of the suite.
+AUDIT_ENV = "YOLO26_TEST_PROCESS_AUDIT"
+AUDITED_EVENTS = frozenset(
+    {"subprocess.Popen", "os.kill", "os.killpg", "os.fork", "os.posix_spawn", "os.spawn"}
+)
+_running: list[str] = []
+_started: dict[str, str] = {}
+_unmarked: dict[str, str] = {}
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event in AUDITED_EVENTS and _running:
+        _started.setdefault(_running[-1], event)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(AUDIT_ENV):
+        sys.addaudithook(_audit)  # for the life of the process: an audit hook cannot be removed
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    if not os.environ.get(AUDIT_ENV):
+        return (yield)
+    _running.append(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+        event = _started.get(item.nodeid)
+        if event and item.get_closest_marker("process") is None:
+            _unmarked[item.nodeid] = event
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    path = os.environ.get(AUDIT_ENV)
+    if not path:
+        return
+    Path(path).write_text("".join(f"{nodeid}\t{event}\n" for nodeid, event in sorted(_unmarked.items())))
+    terminalreporter.write_line(
+        f"process audit: {len(_started)} tests started a process or sent a signal; {len(_unmarked)} without the "
+        f"`process` marker (listed in {path})"
+    )

@@ -1,20 +1,139 @@
-"""A pytest plugin for the interrupted-run probe: the suite's process sends itself a real signal (SIGINT, as
-Ctrl-C does, or SIGTERM, as a CI cancel does) once its first cell's test has finished.
+"""A pytest plugin for the interrupted-run probe: the suite's process sends itself a real signal (SIGINT, as Ctrl-C
+does, or SIGTERM, as a CI cancel does) at one chosen moment of the run, from a hook that runs at that moment: no
+sleep, nothing to race with.
 
-Loaded into a suite run with `-p tests.interrupt_after`; YOLO26_TEST_INTERRUPT names the signal.
+Loaded into a suite run with `-p tests.interrupt_after`; YOLO26_TEST_INTERRUPT names the signal and
+YOLO26_TEST_INTERRUPT_AT the moment (default `between`):
+
+  between   the first cell's test has ended (its last report logged) and the next one has not started
+  skip      pytest is turning the first cell's skip into its report
+  summary   the end-of-run summary has begun (every cell has run)
+  ended     the run's end has just been written to env.json, as whole; the history import has not begun
+  worker    the first worker process has just been started (in the export phase's thread), not yet registered
+
+A signal a process sends itself from its main thread is handled before os.kill returns. From another thread
+(`worker`) the hook then waits on an event that the process's handler sets once it has run (a wrapper around it),
+so the harness goes on only after the signal was handled. YOLO26_TEST_INTERRUPT_LOG names a file that gets the pid
+of every worker the run started, one a line.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
 
 ENV = "YOLO26_TEST_INTERRUPT"
+AT_ENV = "YOLO26_TEST_INTERRUPT_AT"
+LOG_ENV = "YOLO26_TEST_INTERRUPT_LOG"
+MOMENTS = ("between", "skip", "summary", "ended", "worker")
+#: how long the `worker` hook waits for the handler before going on (only reached when no handler runs at all)
+HANDLED_WAIT_S = 120.0
+
 _sent: list[bool] = []
+_handled = threading.Event()
 
 
-def pytest_runtest_logreport(report) -> None:
+def _signal() -> signal.Signals | None:
     name = os.environ.get(ENV)
-    if name and report.when == "teardown" and not _sent:
+    return getattr(signal, name) if name else None
+
+
+def _at(moment: str) -> bool:
+    return _signal() is not None and os.environ.get(AT_ENV, "between") == moment
+
+
+def _send() -> None:
+    """Send the signal once per run."""
+    sig = _signal()
+    if sig is not None and not _sent:
         _sent.append(True)
-        os.kill(os.getpid(), getattr(signal, name))
+        os.kill(os.getpid(), sig)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """After the harness has taken its signals: note when the handler has run; patch the moments inside it."""
+    sig = _signal()
+    if sig is None:
+        return
+    if os.environ.get(AT_ENV, "between") not in MOMENTS:
+        raise pytest.UsageError(f"{AT_ENV}: one of {', '.join(MOMENTS)}")
+    current = signal.getsignal(sig)
+    if callable(current):
+
+        def noted(signum, frame):
+            try:
+                current(signum, frame)
+            finally:
+                _handled.set()
+
+        signal.signal(sig, noted)
+    if _at("ended"):
+        from harness.pytest_plugin import plugin
+
+        mark_run_end = plugin.mark_run_end
+
+        def then_signal(*args, **kwargs):
+            try:
+                return mark_run_end(*args, **kwargs)
+            finally:
+                _send()
+
+        plugin.mark_run_end = then_signal
+    if _at("worker") or os.environ.get(LOG_ENV):
+        from harness.execute import isolate
+
+        isolate.subprocess = _Subprocess()  # type: ignore[assignment]
+
+
+class _Started(subprocess.Popen):
+    """A worker's process: its pid logged; at the `worker` moment, the signal sent once it has started."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        log = os.environ.get(LOG_ENV)
+        if log:
+            with open(log, "a") as f:
+                f.write(f"{self.pid}\n")
+        if _at("worker") and not _sent:
+            _send()
+            if threading.current_thread() is not threading.main_thread():
+                _handled.wait(HANDLED_WAIT_S)
+
+
+class _Subprocess:
+    """The subprocess module as harness.execute.isolate sees it, its Popen being `_Started`."""
+
+    Popen = _Started
+
+    def __getattr__(self, name: str):
+        return getattr(subprocess, name)
+
+
+def pytest_runtest_logfinish(nodeid: str, location) -> None:
+    if _at("between"):
+        _send()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if _at("skip") and call.when == "call" and report.skipped:
+        _send()
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if _at("summary"):
+        _send()
+
+
+def started_workers(log: Path) -> list[int]:
+    """The pids the run's workers had (the file YOLO26_TEST_INTERRUPT_LOG named)."""
+    return [int(x) for x in log.read_text().split()] if log.exists() else []

@@ -40,9 +40,18 @@ def tmpfs_prefix(mount: Path, size: str, after: str | None = None) -> list[str] 
     return ["unshare", *flags, "sh", "-c", f'mount -t tmpfs -o size={size} none "{mount}" && {run}', "sh"]
 
 
-def suite(*args: str, env: dict | None = None, prefix: list[str] | None = None, timeout: int = 600):
-    """`pytest suites/ --benchmark-only ARGS` in a child process, from the repository root."""
+def suite(
+    *args: str,
+    env: dict | None = None,
+    prefix: list[str] | None = None,
+    timeout: int = 600,
+    sigint: str = "default",
+):
+    """`pytest suites/ --benchmark-only ARGS` in a child process, from the repository root. The child starts with
+    SIGINT at its default (`sigint="default"`) or ignored (`"ignored"`, as a shell starts a background job), never
+    with whatever this process happens to have (a test suite started in the background has it ignored)."""
     cmd = [sys.executable, "-m", "pytest", "suites/", "--benchmark-only", "-p", "no:randomly", *args]
+    disposition = {"default": signal.SIG_DFL, "ignored": signal.SIG_IGN}[sigint]
     return subprocess.run(
         (prefix or []) + cmd,
         cwd=REPO,
@@ -50,6 +59,7 @@ def suite(*args: str, env: dict | None = None, prefix: list[str] | None = None, 
         text=True,
         timeout=timeout,
         env=env or child_env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, disposition),
     )
 
 

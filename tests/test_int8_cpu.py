@@ -27,8 +27,6 @@ STANDIN = REPO / "weights" / "standin" / "yolo26n-detect.pt"
 CALIB = 8
 SIDE = 320
 
-pytestmark = [pytest.mark.slow, pytest.mark.export]
-
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
@@ -51,6 +49,8 @@ def reference_map(checkpoint, data) -> float:
     ]
 
 
+@pytest.mark.slow
+@pytest.mark.export
 @pytest.mark.parametrize("backend", ["openvino", "onnxruntime", "executorch-xnnpack"])
 def test_int8_export_runs_int8_calibrated_on_the_calibration_split(
     backend, checkpoint, data, reference_map, tmp_path

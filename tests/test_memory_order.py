@@ -14,8 +14,6 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.export]
-
 BACKENDS = ["onnxruntime", "openvino", "torch-eager"]
 
 SCRIPT = """
@@ -52,11 +50,27 @@ def _run(tmp_path, cache_dir, name: str, order: list[str]) -> dict:
     return {b: mem for b, (_, mem) in out.items()}
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_two_orders_give_the_same_peaks(tmp_path, cache_dir):
     _run(tmp_path, cache_dir, "warm", BACKENDS)  # exports every artifact; not measured
     forward = _run(tmp_path, cache_dir, "forward", BACKENDS)
     backward = _run(tmp_path, cache_dir, "backward", BACKENDS[::-1])
     for b in BACKENDS:
-        f, r = forward[b], backward[b]
-        assert f["host_peak_rss_mib"] == pytest.approx(r["host_peak_rss_mib"], rel=0.05), (b, f, r)
-        assert f["host_peak_delta_mib"] >= 0 and r["host_peak_delta_mib"] >= 0
+        assert same_peaks(forward[b], backward[b]), (b, forward[b], backward[b])
+
+
+def same_peaks(f: dict, r: dict) -> bool:
+    """Whether two orders' memory figures of one backend agree: peak RSS within 5%, neither delta negative."""
+    return (
+        f["host_peak_rss_mib"] == pytest.approx(r["host_peak_rss_mib"], rel=0.05)
+        and min(f["host_peak_delta_mib"], r["host_peak_delta_mib"]) >= 0
+    )
+
+
+def test_the_verdict_both_ways():
+    """The fast tier's case: the comparison itself, on figures written here (not measured)."""
+    a = {"host_peak_rss_mib": 600.0, "host_peak_delta_mib": 120.0}
+    assert same_peaks(a, {"host_peak_rss_mib": 620.0, "host_peak_delta_mib": 80.0})
+    assert not same_peaks(a, {"host_peak_rss_mib": 700.0, "host_peak_delta_mib": 120.0})  # 17% apart
+    assert not same_peaks(a, {"host_peak_rss_mib": 600.0, "host_peak_delta_mib": -1.0})

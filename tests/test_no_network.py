@@ -20,8 +20,6 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.export]
-
 SITECUSTOMIZE = '''
 """Test watcher: refuse and record every non-loopback network attempt made through Python's socket module."""
 import errno
@@ -147,6 +145,8 @@ def watched_run(tmp_path_factory):
     return p, python_hits, native_hits, no_strace, tmp
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_the_suite_ran_its_cells(watched_run):
     p, _, _, _, tmp = watched_run
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -154,11 +154,15 @@ def test_the_suite_ran_its_cells(watched_run):
     assert (tmp / "results" / "reports" / "latest" / "index.html").is_file()  # reports follow --results-dir
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_no_network_attempt_from_python_code(watched_run):
     _, python_hits, _, _, _ = watched_run
     assert python_hits == [], "network attempts:\n" + "\n".join(python_hits)
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_no_network_attempt_from_native_code(watched_run):
     _, _, native_hits, no_strace, _ = watched_run
     if native_hits is None:

@@ -23,8 +23,6 @@ from harness.measure.corrupt import CORRUPT_ENV, corrupt
 from harness.measure.parity import compare
 from harness.yolo.inputs import letterboxed
 
-pytestmark = [pytest.mark.slow, pytest.mark.export]
-
 SHAPE = Shape(320, 320)
 # each mode and the metric that must name it
 BREAKS = {"zero-scores": "unmatched_frac", "shift-classes": "class_agreement", "shift-boxes": "box_offset_px"}
@@ -104,6 +102,8 @@ def detect_fp16(detect, tmp_path_factory):
     return runner, runner.outputs(runner.run(runner.prepare(letterboxed(SHAPE.height, SHAPE.width, 1))))
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_real_fp32_output_passes_fp32_and_says_what_it_compared(detect):
     p = detect.rec.parity
     assert p["ok"] and p["failed"] == [] and p["method"] == "detections" and p["precision"] == "fp32"
@@ -114,6 +114,8 @@ def test_real_fp32_output_passes_fp32_and_says_what_it_compared(detect):
     assert compare(detect.outputs, detect.reference, detect.layout, "fp32").ok  # the reloaded run agrees too
 
 
+@pytest.mark.slow
+@pytest.mark.export
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("mode", list(BREAKS))
 def test_broken_outputs_fail(detect, mode, precision):
@@ -123,6 +125,8 @@ def test_broken_outputs_fail(detect, mode, precision):
     assert BREAKS[mode] in p.reason()
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_real_fp16_run_passes_fp16_not_fp32_and_its_broken_variants_fail(detect, detect_fp16):
     runner, outputs = detect_fp16
     assert runner.precision_executed == "fp16", runner.precision_detail
@@ -135,6 +139,8 @@ def test_real_fp16_run_passes_fp16_not_fp32_and_its_broken_variants_fail(detect,
         assert not q.ok and metric in q.failed, (mode, q.metrics)
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_knob_on_a_real_run_fails_the_named_backend_only(detect, results, cache_dir, monkeypatch):
     monkeypatch.setenv(CORRUPT_ENV, "onnxruntime=shift-classes")
     runner = _runner(results, cache_dir, "m-knob")
@@ -147,6 +153,8 @@ def test_knob_on_a_real_run_fails_the_named_backend_only(detect, results, cache_
     assert eager.status == "ok" and eager.corrupted is None
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_seg_masks_dropped_fail(results, cache_dir):
     seg = Ran(_runner(results, cache_dir, "m-seg"), Cell("n", "seg", "e2e", "onnxruntime", "cpu", SHAPE))
     p = seg.rec.parity
@@ -158,6 +166,8 @@ def test_seg_masks_dropped_fail(results, cache_dir):
         assert not q.ok and "mask_iou_mean" in q.failed, q.metrics
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_raw_head_passes_and_zeroed_scores_fail(results, cache_dir):
     raw = Ran(_runner(results, cache_dir, "m-raw"), Cell("n", "detect", "raw", "onnxruntime", "cpu", SHAPE))
     p = raw.rec.parity
@@ -165,3 +175,20 @@ def test_raw_head_passes_and_zeroed_scores_fail(results, cache_dir):
     broken, _ = corrupt(raw.outputs, ("zero-scores",), raw.layout)
     q = compare(broken, raw.reference, raw.layout, "fp16")
     assert not q.ok and "scores_rel_l2" in q.failed and "boxes_rel_l2" not in q.failed
+
+
+def test_every_break_fails_a_constructed_output_too():
+    """The fast tier's case: each break this module applies to real outputs, applied to constructed end-to-end
+    rows (tests/test_parity.py's), fails naming the same metric; the unbroken rows pass."""
+    from harness.measure.corrupt import MODES
+    from harness.measure.parity import Layout
+    from tests.test_parity import _dets
+
+    layout = Layout("detect", "e2e", nc=80, imgsz=(SHAPE.height, SHAPE.width))
+    ref = _dets()
+    assert set(BREAKS) <= set(MODES)
+    assert compare([ref.copy()], [ref], layout, "fp32").ok
+    for mode, metric in BREAKS.items():
+        broken, _ = corrupt([ref.copy()], (mode,), layout)
+        p = compare(broken, [ref], layout, "fp32")
+        assert not p.ok and metric in p.failed, (mode, p.metrics)

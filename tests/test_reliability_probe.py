@@ -59,6 +59,7 @@ from harness.history.cli import main_compare, main_import, main_merge
 from harness.history.synthetic import Noise, cell, make_env, make_record, noisy_samples, write_run
 from harness.measure.stats import latency_from_samples
 from tests.conftest import REPO
+from tests.interrupt_after import started_workers
 from tests.reliability_helpers import (
     alive,
     child_env,
@@ -439,24 +440,76 @@ def test_p04_import_says_so_when_a_run_holds_two_records_of_one_cell(tmp_path, c
 # ---- 5. an interrupted run is marked incomplete -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_p05_an_interrupted_run_is_marked_incomplete_and_not_imported_as_whole(tmp_path, sig):
-    p = suite(
-        "-p",
-        "tests.interrupt_after",
-        *gpu_cells(tmp_path, "cut", "160,192"),
-        env=child_env(YOLO26_TEST_INTERRUPT=sig),
+#: the cells a run holds (of the 2 it plans) when the signal comes at each moment (tests/interrupt_after.py)
+_RECORDED_AT = {"between": 1, "skip": 1, "summary": 2, "ended": 2, "worker": 0}
+
+
+def _cpu_cells(results: Path, run_id: str) -> list[str]:
+    """Two onnxruntime CPU cells, exported one at a time: the run starts a real worker (an export)."""
+    return [
+        "--sizes", "n", "--tasks", "detect", "--heads", "e2e", "--backends", "onnxruntime", "--devices", "cpu",
+        "--shapes", "160,192", "--precisions", "fp32", "--results-dir", str(results), "--cache-dir",
+        str(results / "cache"), "--run-id", run_id, "--no-report", "--export-workers", "1", "--no-accuracy",
+        "--scenarios", "none", "--no-e2e", "--timing-episodes", "1", "--max-time", "0.2",
+    ]  # fmt: skip
+
+
+def _interrupted_run(tmp_path: Path, sig: str, at: str, sigint: str = "default"):
+    """A suite run of 2 cells that sends itself `sig` at the moment `at` (tests/interrupt_after.py)."""
+    cells = _cpu_cells(tmp_path, "cut") if at == "worker" else gpu_cells(tmp_path, "cut", "160,192")
+    env = child_env(
+        YOLO26_TEST_INTERRUPT=sig,
+        YOLO26_TEST_INTERRUPT_AT=at,
+        YOLO26_TEST_INTERRUPT_LOG=str(tmp_path / "workers.txt"),
     )
+    return suite("-p", "tests.interrupt_after", *cells, env=env, sigint=sigint)
+
+
+def _assert_interrupted(tmp_path: Path, p, sig: str, recorded: int) -> None:
     out = p.stdout + p.stderr
     assert p.returncode == 2, out[-3000:]
     env = json.loads((tmp_path / "cut" / "env.json").read_text())
     assert env["incomplete"] == {
         "reason": f"interrupted by {sig}",
-        "cells_recorded": 1,
+        "cells_recorded": recorded,
         "cells_planned": 2,
     }, env
-    assert f"run cut is incomplete: 1 of 2 cells (interrupted by {sig})" in p.stdout, out[-3000:]
+    assert f"run cut is incomplete: {recorded} of 2 cells (interrupted by {sig})" in p.stdout, out[-3000:]
     assert not (tmp_path / "history.sqlite").exists(), "the end-of-run import skipped it"
+    assert "history: imported" not in out
+
+
+#: the fast tier keeps one of these (a worker being started: the moment with the most to lose), the rest are slow
+_MOMENTS = [
+    pytest.param(
+        sig, at, id=f"{sig}-{at}", marks=[] if (sig, at) == ("SIGTERM", "worker") else [pytest.mark.slow]
+    )
+    for sig in ("SIGINT", "SIGTERM")
+    for at in _RECORDED_AT
+]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(("sig", "at"), _MOMENTS)
+def test_p05_a_signal_at_any_moment_ends_the_run_as_interrupted(tmp_path, sig, at):
+    p = _interrupted_run(tmp_path, sig, at)
+    _assert_interrupted(tmp_path, p, sig, _RECORDED_AT[at])
+    started = started_workers(tmp_path / "workers.txt")
+    if at == "worker":
+        # the worker being started when the signal came is ended, and the export queued behind it never starts
+        assert len(started) == 1, f"workers started: {started}\n{(p.stdout + p.stderr)[-3000:]}"
+        assert wait_for(lambda: not alive(started[0]), 10), f"worker {started[0]} outlived the run"
+        assert not list((tmp_path / "cut" / "cache").rglob("meta.json")), "the export was cut, not finished"
+    else:
+        assert started == [], "these cells start no worker"
+
+
+@pytest.mark.process
+def test_p05_a_sigint_reaches_a_run_started_with_it_ignored(tmp_path):
+    # a shell starts a background job (`pytest ... &` in a script, a CI step) with SIGINT ignored: the run takes
+    # it all the same, so that a kill -INT or a Ctrl-C to the script does not leave it running to be imported
+    p = _interrupted_run(tmp_path, "SIGINT", "between", sigint="ignored")
+    _assert_interrupted(tmp_path, p, "SIGINT", 1)
     db = tmp_path / "h.sqlite"
     imported = subprocess.run(
         [sys.executable, "-m", "harness", "import", str(tmp_path / "cut"), "--db", str(db)],

@@ -13,8 +13,6 @@ from harness.core.null_reasons import unexplained_nulls
 from harness.core.results_dir import read_records
 from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
 
-pytestmark = [pytest.mark.slow, pytest.mark.export]
-
 SHAPE = Shape(160, 160)
 CPU_BACKENDS = ("torch-eager", "onnxruntime", "openvino", "executorch-xnnpack")
 
@@ -39,6 +37,8 @@ def first_run(tmp_path_factory, cache_dir):
     return out, recs
 
 
+@pytest.mark.slow
+@pytest.mark.export
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
 def test_cpu_backend_record_is_ok_and_complete(first_run, backend):
     _, recs = first_run
@@ -90,18 +90,24 @@ def test_cpu_backend_record_is_ok_and_complete(first_run, backend):
     assert "CPU cell" in rec.null_reasons["energy.per_inference_j"]
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_records_are_on_disk_as_json_lines(first_run):
     out, recs = first_run
     on_disk = read_records(out / "r1")
     assert [r.cell_id for r in on_disk] == [r.cell_id for r in recs.values()]
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_executorch_record_carries_delegation_counts(first_run):
     ops = first_run[1]["executorch-xnnpack"].ops
     assert ops["delegated"] > 100 and ops["fallback"] > 0
     assert "aten_topk_default" in ops["fallback_ops"]  # the e2e head's top-k is not delegated to XNNPACK
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_second_run_exports_nothing(first_run, tmp_path, cache_dir):
     entries = sorted((cache_dir / "exports").iterdir())
     r = _runner(tmp_path, cache_dir, run_id="r2")
@@ -135,6 +141,8 @@ def test_unavailable_device_and_exclusion_are_skips_with_reasons(tmp_path, cache
     assert len(read_records(tmp_path / "r1")) == 2
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_a_failing_cell_keeps_the_records_of_the_others(tmp_path, cache_dir, monkeypatch):
     r = _runner(tmp_path, cache_dir)
     ort = type(backends.get("onnxruntime"))
@@ -162,6 +170,8 @@ def test_a_failing_cell_keeps_the_records_of_the_others(tmp_path, cache_dir, mon
     assert recs[1].remedy_of == bad.cell_id and recs[1].head == "raw"
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_slowdown_knob_stretches_only_the_named_backend(tmp_path, cache_dir, monkeypatch):
     cell = Cell("n", "detect", "e2e", "onnxruntime", "cpu", SHAPE)
     monkeypatch.setenv("YOLO26_BENCH_SLOWDOWN", "onnxruntime=3")
@@ -186,6 +196,8 @@ def test_env_json_has_machine_and_versions(tmp_path):
     assert d["gpu"] == [] and d["gpu_reason"]
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_workload_with_a_failing_cell_keeps_the_others_and_pairs_only_ok_cells(
     tmp_path, cache_dir, monkeypatch
 ):
@@ -208,6 +220,8 @@ def test_workload_with_a_failing_cell_keeps_the_others_and_pairs_only_ok_cells(
     assert good.timing["mode"] == "solo" and unexplained_nulls(good) == [] and unexplained_nulls(bad) == []
 
 
+@pytest.mark.slow
+@pytest.mark.export
 @pytest.mark.timing
 def test_paired_ratio_follows_a_slowdown_of_one_backend(tmp_path, cache_dir, monkeypatch):
     # the verdict must move: the same workload with onnxruntime stretched 3x gives a ~3x larger paired ratio
@@ -228,6 +242,8 @@ def test_paired_ratio_follows_a_slowdown_of_one_backend(tmp_path, cache_dir, mon
     assert lo > 1.0  # stretched onnxruntime is slower than openvino beyond doubt
 
 
+@pytest.mark.slow
+@pytest.mark.export
 def test_timing_phase_spreads_every_workload_over_episodes(tmp_path, cache_dir):
     # two workloads loaded together, timed in three episodes each (one workload's episode, then the other's), then
     # each goes on to its records: every episode timed its share, the canary was read around every episode

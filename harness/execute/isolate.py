@@ -18,6 +18,7 @@ from harness.backends.base import ExportRequest
 from harness.diagnosis.kernel_oom import sigkill_detail
 from harness.diagnosis.native_fault import read_fault
 from harness.diagnosis.outcome import ExportOutcome
+from harness.execute import interrupt
 from harness.execute.lifetime import PARENT_ENV
 from harness.execute.worker import DUMP_SIGNAL, REPORT_FD_ENV, os_error_line
 
@@ -30,7 +31,7 @@ _LIVE: set[int] = set()
 
 
 def kill_live_workers() -> None:
-    """SIGKILL every running worker's process group: the run is being interrupted (SIGTERM) and its threads
+    """SIGKILL every running worker's process group: the run is being interrupted (SIGINT, SIGTERM) and its threads
     waiting on workers must return now rather than at the export timeout."""
     for pgid in list(_LIVE):
         with contextlib.suppress(OSError):
@@ -134,20 +135,25 @@ def run_child(
             logf.write(f"=== {name} in an isolated process ({work_dir})\n".encode())
             logf.flush()
             log_offset = logf.tell()  # what this worker writes starts here (faulthandler's stack included)
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.execute.worker", str(req_path), str(result_path)],
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                pass_fds=(report_w,),
-                start_new_session=True,  # its own process group: a timeout kills its compiler children too
-                preexec_fn=_limit_memory(int(memory_limit_gb * 2**30) if memory_limit_gb else None),
-            )
-            os.close(report_w)
-            report_w = -1
-            _LIVE.add(proc.pid)
+            interrupt.check()  # the run was told to stop: no worker starts
+            # Started and registered with a signal deferred: raised in between (after the fork), it would leave a
+            # worker that nothing ends (its own session: no terminal signal reaches it either).
+            with interrupt.deferred():
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "harness.execute.worker", str(req_path), str(result_path)],
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    pass_fds=(report_w,),
+                    start_new_session=True,  # its own process group: a timeout kills its compiler children too
+                    preexec_fn=_limit_memory(int(memory_limit_gb * 2**30) if memory_limit_gb else None),
+                )
+                _LIVE.add(proc.pid)
             try:
+                os.close(report_w)
+                report_w = -1
+                interrupt.check()  # a signal that came while it was being started (in any thread)
                 rc = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 dump_stack(proc)  # where it hung: faulthandler prints the worker's Python stack into the log
@@ -168,7 +174,7 @@ def run_child(
                     log=str(log_path),
                     fault=hung.to_dict() if hung else None,
                 )
-            except BaseException:  # interrupted (Ctrl-C) while waiting: the worker ends with this run
+            except BaseException:  # interrupted (a signal) while waiting: the worker ends with this run
                 dump_stack(proc)
                 with contextlib.suppress(OSError):
                     os.killpg(proc.pid, signal.SIGKILL)

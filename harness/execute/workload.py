@@ -86,8 +86,10 @@ def prepare_all(
         try:
             states = list(pool.map(one, todo))
         except BaseException:
-            # interrupted (Ctrl-C): end the running workers, so the pool's threads return now
+            # interrupted (Ctrl-C, SIGTERM): end the running workers, so the pool's threads return now, and start
+            # none of the exports still queued (the pool's exit would otherwise run them all first)
             kill_live_workers()
+            pool.shutdown(wait=True, cancel_futures=True)
             raise
     if todo:
         services.progress(f"export phase done in {time.perf_counter() - t0:.1f}s")

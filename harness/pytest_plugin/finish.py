@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.execute import interrupt
+
 
 class BenchSession(Protocol):
     """What the end of a session reads of the plugin's session (harness.pytest_plugin.plugin.BenchSession, which
@@ -44,6 +46,10 @@ def _render_report(session: BenchSession, tr) -> Path | None:
         except Exception as e:  # the records are safe on disk; history is an extra
             tr.write_line(f"history: not imported ({type(e).__name__}: {e})")
     if session.config.getoption("no_report"):
+        return None
+    signalled = interrupt.received()
+    if signalled is not None:  # told to stop during the import: the run is whole, the report is an extra
+        tr.write_line(f"report: not rendered (interrupted by {signalled}); the records are intact")
         return None
     try:
         from harness.report import render_report

@@ -8,8 +8,6 @@ suites with structured Cell objects (ids read like the cell).
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import NoReturn
@@ -30,6 +28,7 @@ from harness.core.results_dir import (
     write_env,
 )
 from harness.core.run_claim import RunClaim
+from harness.execute import interrupt
 from harness.execute.isolate import kill_live_workers
 from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
 from harness.execute.workload import group, timing_key, workload_label
@@ -357,27 +356,32 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.option.help:
         _session(config)
         if not hasattr(config, "workerinput"):
-            _interrupt_on_sigterm()
+            # SIGINT and SIGTERM (a CI cancel, `kill`) end the session alike: the run is marked incomplete and its
+            # workers end with it (by default Python dies of SIGTERM at once, with no chance to say so)
+            interrupt.install(on_signal=kill_live_workers)
 
 
-#: the signal that interrupted the session, when it was not Ctrl-C (SIGINT)
-_INTERRUPTED_BY: list[str] = []
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Between two cells, a safe point: a signal whose KeyboardInterrupt was lost on the way (raised in a finalizer,
+    say) still stops the session here, before the next cell, as interrupted (harness.execute.interrupt)."""
+    result = yield
+    why = interrupt.received()
+    if why is not None and not item.session.shouldstop:
+        item.session.shouldstop = f"interrupted by {why}"
+    return result
 
 
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM (a CI cancel, `kill`) ends the session as Ctrl-C does, so the run is marked incomplete and its
-    workers end with it; by default Python would die at once, with no chance to say so."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
-        return  # someone installed their own handler: leave it
-
-    def interrupted(signum, frame) -> None:
-        _INTERRUPTED_BY.append(signal.Signals(signum).name)
-        kill_live_workers()
-        raise KeyboardInterrupt(f"terminated by {signal.Signals(signum).name}")
-
-    signal.signal(signal.SIGTERM, interrupted)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
+    """The end of the session (the run's end written to env.json, the history import, the report) is not cut by a
+    signal: one that arrives now is noted, the summary reads the note at its safe points (the run is then
+    incomplete and not imported), and the session ends with exit status 2 (interrupted)."""
+    with interrupt.deferred():
+        result = yield
+    if interrupt.received() is not None and session.config.stash.get(BENCH_KEY, None) is not None:
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+    return result
 
 
 def _session(config: pytest.Config) -> BenchSession:
@@ -530,6 +534,7 @@ def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> Cel
     outcome."""
     cell = planned.cell
     benchmark.group = f"{cell.model}-{cell.head}-{cell.shape.label}-b{cell.batch}"
+    interrupt.check()  # a safe point: no cell starts once the run was told to stop
     resume_cell(session, cell.id)
     start_clock(session)
     try:
@@ -699,7 +704,8 @@ def mark_run_end(session: BenchSession, exitstatus: int, tr) -> str | None:
     # the controller, which outlives them, still says how the run ended.
     if not (run_dir / "env.json").is_file():
         return None
-    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.stopped)
+    signalled = interrupt.received()
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.stopped) or signalled is not None
     env: dict = {INCOMPLETE_KEY: {"reason": "interrupted"}} if interrupted else {}
     try:
         env = read_env(run_dir) or {}
@@ -707,7 +713,7 @@ def mark_run_end(session: BenchSession, exitstatus: int, tr) -> str | None:
             why = (
                 f"stopped: {session.stopped}"
                 if session.stopped
-                else f"interrupted by {_INTERRUPTED_BY[-1] if _INTERRUPTED_BY else 'SIGINT'}"
+                else f"interrupted by {signalled or 'SIGINT'}"
             )
             planned = session.planned_ids() or {
                 p.cell.id for p in session.planned
@@ -731,11 +737,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         return
     incomplete = mark_run_end(session, exitstatus, terminalreporter)
     if incomplete:
-        terminalreporter.write_line(
-            f"yolo26-bench: run {session.run_id} is {incomplete}; marked so in env.json, not imported into the "
-            "history and no report rendered (`python -m harness import` and the report label it incomplete)",
-            yellow=True,
-        )
+        _say_incomplete(session, incomplete, terminalreporter)
     if not session.records:
         return
     tr = terminalreporter
@@ -761,8 +763,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         counts[r.status] = counts.get(r.status, 0) + 1
     tr.write_line(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     tr.write_line(f"records: {session.run_config.run_dir / 'cells.jsonl'}")
-    if incomplete:  # interrupted or stopped: the history and the report would read a partial run as whole
-        return
+    if incomplete or _signalled_at_the_end(session, tr):
+        return  # interrupted or stopped: the history and the report would read a partial run as whole
     t0 = time.perf_counter()
     _write_canary(session, tr)
     if config.getoption("update_expected"):
@@ -770,12 +772,33 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         tr.write_line(
             f"expected status: {added} entries added or changed, {removed} removed in {session.expected.path}"
         )
+    if _signalled_at_the_end(session, tr):
+        return
     session.report_path = _render_report(session, tr)
     if session.clock is not None:
         try:
             session.wall_s = session.clock.finish(time.perf_counter() - t0)
         except Exception:
             log.exception("estimate: the timeline was not written")
+
+
+def _signalled_at_the_end(session: BenchSession, tr) -> bool:
+    """A safe point of the end-of-run summary (signals are deferred through it): a signal that came after the run's
+    end was written as whole, and before the history import, makes it incomplete after all."""
+    if interrupt.received() is None:
+        return False
+    incomplete = mark_run_end(session, pytest.ExitCode.INTERRUPTED, tr)
+    if incomplete:
+        _say_incomplete(session, incomplete, tr)
+    return True
+
+
+def _say_incomplete(session: BenchSession, incomplete: str, tr) -> None:
+    tr.write_line(
+        f"yolo26-bench: run {session.run_id} is {incomplete}; marked so in env.json, not imported into the "
+        "history and no report rendered (`python -m harness import` and the report label it incomplete)",
+        yellow=True,
+    )
 
 
 def final_line(config: pytest.Config) -> None:
