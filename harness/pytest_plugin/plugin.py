@@ -367,7 +367,7 @@ def _interrupt_on_sigterm() -> None:
 
     def interrupted(signum, frame) -> None:
         _INTERRUPTED_BY.append(signal.Signals(signum).name)
-        kill_live_workers()
+        kill_live_workers(f"the run was interrupted by {signal.Signals(signum).name}")
         raise KeyboardInterrupt(f"terminated by {signal.Signals(signum).name}")
 
     signal.signal(signal.SIGTERM, interrupted)
@@ -706,7 +706,7 @@ def mark_run_end(session: BenchSession, exitstatus: int, tr) -> str | None:
                 p.cell.id for p in session.planned
             }  # xdist: none collected here
             env[INCOMPLETE_KEY] = {
-                "reason": why[:300],
+                "reason": why,  # whole: a reason cut at 300 characters ended mid-sentence
                 "cells_recorded": len(planned & set(recorded_cells(run_dir))),
                 "cells_planned": len(planned),
             }
