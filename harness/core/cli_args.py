@@ -4,6 +4,8 @@
   report ...` when run so) and every error one
   line (`yolo26-bench report: error: argument --camera-fps: inf is out of range (...)`), exit status 2, before
   the command does any work.
+- `input_file` / `database_file`: a file read (or a database opened) is a regular file, never a FIFO that would
+  block the read.
 - `output_file` / `output_dir`: an `-o` (or `--json`, `--markdown`, ...) checked before any work: not a symbolic
   link, not an existing path of the wrong kind, its parent (a file's) or nearest existing ancestor (a directory's,
   which is created with its parents) a writable directory, no NUL or empty name.
@@ -31,6 +33,14 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, command: str, **kw) -> None:
         super().__init__(prog=f"{prog_name()} {command}", **kw)
+
+    def parse(self, argv: list[str] | None) -> argparse.Namespace | int:
+        """The arguments, or the exit status when parsing ended the command (`--help`: 0; an error, already
+        printed as one line: 2), so each command's `main` returns its status rather than raising SystemExit."""
+        try:
+            return self.parse_args(argv)
+        except SystemExit as e:
+            return e.code if isinstance(e.code, int) else 2
 
     def error(self, message: str):  # type: ignore[override]
         one_line = message.replace("\r", "\\r").replace("\n", "\\n")
@@ -61,8 +71,8 @@ def _basic(option: str, text: str) -> Path:
 
 def output_file(text: str, option: str = "-o") -> Path:
     """A file the command will write (created or replaced whole): checked before any work."""
-    path = _basic(option, text)
     try:
+        path = _basic(option, text)
         if path.exists() and not path.is_file():
             raise _refuse(option, text, "exists and is not a regular file")
         parent = path.parent
@@ -79,8 +89,8 @@ def output_file(text: str, option: str = "-o") -> Path:
 def output_dir(text: str, option: str = "-o") -> Path:
     """A directory the command will write into (created with its parents when missing): checked before any
     work."""
-    path = _basic(option, text)
     try:
+        path = _basic(option, text)
         if path.exists() and not path.is_dir():
             raise _refuse(option, text, "exists and is not a directory")
         probe = path
@@ -92,6 +102,36 @@ def output_dir(text: str, option: str = "-o") -> Path:
             raise _refuse(option, text, f"{probe} is not a directory")
         if not os.access(probe, os.W_OK | os.X_OK):
             raise _refuse(option, text, f"{probe} is not writable")
+    except OSError as e:
+        raise _refuse(option, text, f"cannot be checked ({e.strerror or e})") from None
+    return path
+
+
+def input_file(text: str, option: str) -> Path:
+    """A file the command reads, checked before any work: a regular file (a FIFO or a device would block the read
+    or never end it; a directory is not a file)."""
+    if not text or "\0" in text:
+        raise _refuse(option, text, "not a usable path (empty, or holding a NUL byte)")
+    path = Path(text)
+    try:
+        if not path.exists():
+            raise _refuse(option, text, "does not exist")
+        if not path.is_file():
+            raise _refuse(option, text, "is not a regular file")
+    except OSError as e:
+        raise _refuse(option, text, f"cannot be checked ({e.strerror or e})") from None
+    return path
+
+
+def database_file(text: str, option: str = "--db") -> Path:
+    """A database the command opens (created when missing): not a FIFO, device or directory when it exists, and
+    a usable name; whether SQLite can open it is the store's one-line error."""
+    if not text or "\0" in text:
+        raise _refuse(option, text, "not a usable path (empty, or holding a NUL byte)")
+    path = Path(text)
+    try:
+        if path.exists() and not path.is_file():
+            raise _refuse(option, text, "exists and is not a regular file")
     except OSError as e:
         raise _refuse(option, text, f"cannot be checked ({e.strerror or e})") from None
     return path

@@ -5,7 +5,6 @@ Exit statuses: 0 written, 2 bad input (not a results directory, unreadable recor
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from harness.exports import bencher, table
 FORMATS = ("bencher", "csv")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     p = Parser(
         "export",
         description="Write a run as Bencher Metric Format JSON (one benchmark per cell id: latency p50 with its "
@@ -51,7 +50,9 @@ def render(run_dir: Path, fmt: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     try:
         text = render(args.run, args.format)
     except (OSError, ValueError) as e:

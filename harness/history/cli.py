@@ -13,7 +13,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from harness.core.cli_args import Parser, argparse_type, output_dir, output_file
+from harness.core.cli_args import Parser, argparse_type, database_file, output_dir, output_file
 from harness.core.numeric_options import number
 from harness.core.results_dir import HistoryError, is_results_dir
 from harness.history import query
@@ -45,7 +45,7 @@ def _setup_logging() -> None:
 def _db_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db",
-        type=Path,
+        type=argparse_type(database_file, "--db"),
         default=None,
         help="history database (default: $YOLO26_BENCH_HISTORY, else RESULTS_DIR/history.sqlite)",
     )
@@ -69,7 +69,9 @@ def main_import(argv: list[str] | None = None) -> int:
     parser = Parser("import", description=main_import.__doc__)
     parser.add_argument("results_dirs", nargs="+", type=Path, metavar="RESULTS_DIR")
     _db_arg(parser)
-    args = parser.parse_args(argv)
+    args = parser.parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     db = _db(args)
     failed = 0
     for run_dir in args.results_dirs:
@@ -94,7 +96,7 @@ def _thresholds(args: argparse.Namespace) -> Thresholds:
     )
 
 
-def _compare_parser() -> argparse.ArgumentParser:
+def _compare_parser() -> Parser:
     d = Thresholds()
     p = Parser(
         "compare",
@@ -184,7 +186,9 @@ def _resolve(
 def main_compare(argv: list[str] | None = None) -> int:
     """`python -m harness compare [RUN] [--baseline RUN|last|window:N]`: Markdown on stdout, exit 1 on regression."""
     _setup_logging()
-    args = _compare_parser().parse_args(argv)
+    args = _compare_parser().parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     db = _db(args)
     try:
         spec = BaselineSpec.parse(args.baseline)
@@ -235,7 +239,9 @@ def main_merge(argv: list[str] | None = None) -> int:
         help="replace OUT_DIR when it already holds files (without it such a directory is refused)",
     )
     _db_arg(parser)
-    args = parser.parse_args(argv)
+    args = parser.parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     try:
         result = merge_runs(
             _db(args), args.results_dirs, args.output, args.run_id, replace_existing=args.replace

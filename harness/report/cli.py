@@ -9,13 +9,13 @@ import logging
 import sys
 from pathlib import Path
 
-from harness.core.cli_args import Parser, argparse_type, output_dir
+from harness.core.cli_args import Parser, argparse_type, input_file, output_dir
 from harness.core.numeric_options import number
 
 log = logging.getLogger(__name__)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     """The report command's arguments."""
     p = Parser(
         "report",
@@ -31,7 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path("reports"),
         help="report root (default: reports)",
     )
-    p.add_argument("--history", type=Path, help="JSON file from the history stage: trends and regressions")
+    p.add_argument(
+        "--history",
+        type=argparse_type(input_file, "--history"),
+        help="JSON file from the history stage: trends and regressions",
+    )
     p.add_argument(
         "--accuracy-floor",
         action="append",
@@ -105,7 +109,9 @@ def _one_line(e: Exception) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the report command; returns the exit status (0 written, 2 bad input)."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
     from harness.report.render import render_report
 
