@@ -11,8 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-#: the console script's name ([project.scripts] in pyproject.toml)
-SCRIPT = "yolo26-bench"
+from harness.core.cli_args import prog_name, quiet_broken_pipe
 
 #: command -> (module, function, one line of help); each function takes argv and returns the exit status
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -42,11 +41,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def prog_name() -> str:
-    """How this process was called: the console script's name, or `python -m harness`."""
-    return SCRIPT if Path(sys.argv[0]).name == SCRIPT else "python -m harness"
-
-
 def usage(prog: str) -> str:
     width = max(len(c) for c in COMMANDS)
     lines = [f"usage: {prog} COMMAND [ARGS]", "", "commands:"]
@@ -61,16 +55,33 @@ def command(name: str) -> Callable[[list[str]], int]:
     return getattr(importlib.import_module(module), func)
 
 
+def nearest(name: str) -> str:
+    """The command `name` was most likely meant to be (the closest by spelling; the first when none is close)."""
+    import difflib
+
+    close = difflib.get_close_matches(name.lower(), COMMANDS, n=1, cutoff=0.0)
+    return close[0] if close else next(iter(COMMANDS))
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch `COMMAND ARGS...`; returns the exit status (2: unknown command)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Dispatch `COMMAND ARGS...`; returns the exit status (2: unknown command). A reader that closes stdout early
+    (`yolo26-bench --help | head -1`) ends it quietly."""
+    return quiet_broken_pipe(lambda: _dispatch(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _dispatch(argv: list[str]) -> int:
     prog = prog_name()
     if not argv or argv[0] in ("-h", "--help"):
         print(usage(prog))
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"error: unknown command {name!r}\n{usage(prog)}", file=sys.stderr)
+        shown = repr(name if len(name) <= 40 else name[:40] + "...")
+        print(
+            f"{prog}: error: unknown command {shown}; did you mean {nearest(name)!r}? (`{prog} --help` lists "
+            "the commands)",
+            file=sys.stderr,
+        )
         return 2
     return command(name)(rest)
 

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from harness.backends import register
+from harness.backends._shared.artifact_files import recorded_file
 from harness.backends._shared.backbone_only import (
     REMEDY_BACKBONE_ONLY,
     HostTopKRunner,
@@ -198,7 +199,8 @@ class ExecuTorchCuda(Backend):
         if "CudaBackend" not in names:
             raise BackendUnavailable(self._runtime_missing(names))
         artifact = Path(artifact)
-        ptds = sorted(artifact.glob("*.ptd"))
+        # the .ptd weights the export recorded (a file added to the directory later is never loaded)
+        ptds = [recorded_file(artifact, {"ptd": n}, "ptd") for n in export_info.get("ptd") or []]
         program = Runtime.get().load_program(artifact / PTE_NAME, data_path=ptds[0] if ptds else None)
         runner = ExecuTorchCudaRunner(program.load_method("forward"), export_info)
         spec = export_info.get("host_postprocess")

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.backends import register
+from harness.backends._shared.artifact_files import only_file, recorded_file
 from harness.backends._shared.precision import verdict
 from harness.backends._shared.probes import not_installed
 from harness.backends._shared.ultralytics_export import export_with_ultralytics, no_font_download
@@ -175,6 +176,11 @@ def compile_config(cell, threads: int | None = None, precision_hint: str | None 
     return config
 
 
+def ir_files(ir_dir: Path) -> dict:
+    """The names of the IR's model and weights files, recorded with the export: the loader opens these."""
+    return {"ir_xml": only_file(ir_dir, "*.xml"), "ir_bin": only_file(ir_dir, "*.bin")}
+
+
 @register
 class OpenVino(Backend):
     name = "openvino"
@@ -207,7 +213,8 @@ class OpenVino(Backend):
     def export(self, req: ExportRequest) -> ExportResult:
         # The artifact is the IR directory (model .xml plus the .bin weights), so its size counts both.
         if req.precision != "int8":
-            return ExportResult(str(export_with_ultralytics(req, "openvino")), {})
+            path = export_with_ultralytics(req, "openvino")
+            return ExportResult(str(path), ir_files(Path(path)))
         # int8: ultralytics' own int8 export (NNCF post-training quantisation of the IR, its ignored scope for the
         # head's post-processing), calibrated on the calibration split through its LetterBox at the export shape
         from harness.backends._shared.calibration import calibration_for, used_images
@@ -218,6 +225,7 @@ class OpenVino(Backend):
         info = {
             "calibration": cal.info(used_images(cal, req.batch)),
             "quantization": "int8 NNCF post-training (ultralytics int8=True)",
+            **ir_files(Path(path)),
         }
         return ExportResult(str(path), info)
 
@@ -225,6 +233,12 @@ class OpenVino(Backend):
         import openvino as ov
 
         core = ov.Core()
-        xml = next(Path(artifact).glob("*.xml")) if Path(artifact).is_dir() else Path(artifact)
-        compiled = core.compile_model(core.read_model(str(xml)), OV_DEVICE[cell.device], compile_config(cell))
+        if Path(
+            artifact
+        ).is_dir():  # the IR directory: the .xml and .bin the export recorded, nothing else in it
+            xml = recorded_file(Path(artifact), export_info, "ir_xml")
+            model = core.read_model(str(xml), str(recorded_file(Path(artifact), export_info, "ir_bin")))
+        else:
+            model = core.read_model(str(artifact))
+        compiled = core.compile_model(model, OV_DEVICE[cell.device], compile_config(cell))
         return OpenVinoRunner(compiled, cell.device)

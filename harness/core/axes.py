@@ -56,7 +56,7 @@ class Shape:
         t = text.strip().lower()
         if t == "dynamic":
             return cls(0, 0, dynamic=True)
-        m = re.fullmatch(r"(\d+)(?:x(\d+))?", t)
+        m = re.fullmatch(r"([0-9]{1,9})(?:x([0-9]{1,9}))?", t)  # ASCII digits, few enough for int()
         if not m:
             raise SelectionError(
                 f"shape {text!r}: expected a positive integer (640), HxW (384x640) or 'dynamic'"
@@ -86,7 +86,10 @@ def parse_shapes(text: str | None, force: bool = False) -> tuple[Shape, ...] | N
     items = [s for s in text.split(",") if s.strip()]
     if not items:
         raise SelectionError("--shapes: empty selection")
-    shapes = tuple(dict.fromkeys(Shape.parse(s) for s in items))
+    try:
+        shapes = tuple(dict.fromkeys(Shape.parse(s) for s in items))
+    except SelectionError as e:  # the line names the option, as every option's error does
+        raise SelectionError(f"--shapes: {e}") from None
     if not force:
         for shape in shapes:
             if not shape.dynamic and not all(
@@ -108,7 +111,7 @@ def parse_batches(text: str | None, force: bool = False) -> tuple[int, ...] | No
         s = s.strip()
         if not s:
             continue
-        if not s.isdigit() or int(s) <= 0:
+        if not re.fullmatch(r"[0-9]{1,9}", s) or int(s) <= 0:  # ASCII digits, few enough for int()
             raise SelectionError(f"--batches: {s!r} is not a positive integer")
         if int(s) > MAX_BATCH and not force:
             raise SelectionError(f"--batches: {s} is above {MAX_BATCH} ({FORCE_OPTION} runs it anyway)")

@@ -10,7 +10,10 @@ Why an entry can be trusted:
   holder of the entry's lock removes.
 - Checked on every lookup: meta.json records the sha256 of every file of the entry (the artifact file, or each file
   of an artifact directory, and anything the export wrote beside it such as ExecuTorch .ptd data). A missing or
-  changed file makes the entry a miss, with the reason, and the caller re-exports.
+  changed file makes the entry a miss, with the reason, and the caller re-exports. So does any file the entry holds
+  that meta.json does not record (a file added beside the artifact, a symbolic link, a FIFO): a backend that picks
+  a file by pattern would otherwise run a model nobody exported, so backends load the names they recorded and the
+  cache hands out only entries that hold nothing else.
 - Self-contained: the artifact path is stored relative to the entry, so a copied cache directory runs its own
   artifacts, never the original's. Every path meta.json names must resolve inside the entry, checked on read as on
   write: an absolute path or `../` (a crafted or damaged meta.json) makes the entry a miss, never a file outside
@@ -235,6 +238,9 @@ class ExportCache:
         bad = _verify(entry, files)
         if bad:
             return Lookup(miss=f"a corrupt entry: {bad}")
+        extra = _unrecorded(entry, files)
+        if extra:
+            return Lookup(miss=f"an entry holding files it did not record ({extra})")
         rel = stored.get("artifact")
         if stored.get("status") == "ok":
             if not rel or not any(f == rel or f.startswith(rel + "/") for f in files):
@@ -351,10 +357,32 @@ def _outside(entry: Path, paths: list) -> str | None:
     return None
 
 
+def _unrecorded(entry: Path, files: dict[str, str]) -> str | None:
+    """The entry's files that meta.json does not record (None: none): anything but meta.json, the worker's
+    bookkeeping files, the recorded files and the directories holding them, including symbolic links (to files
+    or directories, never followed) and other non-regular files."""
+    found = []
+    for top, dirs, names in os.walk(entry, followlinks=False):
+        base = Path(top)
+        for d in dirs:
+            if (base / d).is_symlink():
+                found.append((base / d).relative_to(entry).as_posix())
+        for name in names:
+            rel = (base / name).relative_to(entry).as_posix()
+            if rel in files and not (base / name).is_symlink():
+                continue
+            if rel == META or _BOOKKEEPING.match(rel):
+                continue
+            found.append(rel)
+    if not found:
+        return None
+    found.sort()
+    return ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+
+
 def _verify(entry: Path, files: dict[str, str]) -> str | None:
     """Which recorded files of the entry are missing or differ from their recorded sha256 (None: all match).
-
-    Files the entry holds beyond the recorded ones are not the export's and do not make it a miss."""
+    Files the entry holds beyond the recorded ones are `_unrecorded`'s."""
     if not files:
         return None
     parts = []

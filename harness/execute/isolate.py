@@ -28,12 +28,15 @@ log = logging.getLogger(__name__)
 WORKER_GRACE_S = 30.0
 #: process groups of the workers running now (each worker leads its own), so an interrupted run can end them
 _LIVE: set[int] = set()
+#: workers the harness itself SIGKILLed, with why: their record says so, never "killed from outside"
+_KILLED_BY_RUN: dict[int, str] = {}
 
 
-def kill_live_workers() -> None:
-    """SIGKILL every running worker's process group: the run is being interrupted (SIGINT, SIGTERM) and its threads
-    waiting on workers must return now rather than at the export timeout."""
+def kill_live_workers(why: str = "the run was interrupted") -> None:
+    """SIGKILL every running worker's process group: the run is being interrupted (SIGINT, SIGTERM: `why`) and
+    its threads waiting on workers must return now rather than at the export timeout."""
     for pgid in list(_LIVE):
+        _KILLED_BY_RUN[pgid] = why
         with contextlib.suppress(OSError):
             os.killpg(pgid, signal.SIGKILL)
 
@@ -203,7 +206,9 @@ def run_child(
         sig = signal.Signals(-rc).name if rc < 0 else None
         # faulthandler (enabled in every worker) printed the Python stack of a fatal signal into the log
         fault = read_fault(log_path, log_offset) if sig not in (None, "SIGKILL") else None
-        if sig == "SIGKILL":
+        if sig == "SIGKILL" and proc.pid in _KILLED_BY_RUN:
+            detail = f"killed by the harness with SIGKILL: {_KILLED_BY_RUN.pop(proc.pid)}"
+        elif sig == "SIGKILL":
             detail = sigkill_detail(proc.pid)
         elif sig:
             detail = f"killed by {sig}" + (f" {fault.summary()}" if fault else "")

@@ -5,27 +5,33 @@ Exit statuses: 0 written, 2 bad input (not a results directory, unreadable recor
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
+from harness.core.cli_args import Parser, argparse_type, output_file
 from harness.core.results_dir import is_results_dir, load_run, write_text_atomic
 from harness.exports import bencher, table
 
 FORMATS = ("bencher", "csv")
 
 
-def build_parser(prog: str = "yolo26-bench export") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog,
+def build_parser() -> Parser:
+    p = Parser(
+        "export",
         description="Write a run as Bencher Metric Format JSON (one benchmark per cell id: latency p50 with its "
         "95%% interval and throughput as Bencher's built-in measures, end-to-end p99, host peak RSS, mAP ratio; "
         "only figures the run measured) or as a CSV table (one row per cell).",
     )
     p.add_argument("run", type=Path, metavar="RUN_DIR", help="a results directory (holding cells.jsonl)")
     p.add_argument("--format", choices=FORMATS, default="bencher", help="bencher (default) or csv")
-    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here (default: standard output)")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=argparse_type(output_file, "-o"),
+        metavar="FILE",
+        help="write here, replacing the file whole (default: standard output)",
+    )
     return p
 
 
@@ -44,14 +50,20 @@ def render(run_dir: Path, fmt: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     try:
         text = render(args.run, args.format)
     except (OSError, ValueError) as e:
-        print(f"export: {e}", file=sys.stderr)
+        print(f"export: {str(e).replace(chr(10), ' ')}", file=sys.stderr)
         return 2
     if args.output:
-        write_text_atomic(args.output, text)
+        try:
+            write_text_atomic(args.output, text)
+        except OSError as e:  # the checks passed, the write did not (a full disk, a race)
+            print(f"export: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+            return 2
         print(f"export: {args.format} -> {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -13,6 +13,8 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from harness.core.cli_args import Parser, argparse_type, database_file, output_dir, output_file
+from harness.core.numeric_options import number
 from harness.core.results_dir import HistoryError, is_results_dir
 from harness.history import query
 from harness.history.compare import BaselineSpec, Comparison, Thresholds, compare_run
@@ -43,7 +45,7 @@ def _setup_logging() -> None:
 def _db_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db",
-        type=Path,
+        type=argparse_type(database_file, "--db"),
         default=None,
         help="history database (default: $YOLO26_BENCH_HISTORY, else RESULTS_DIR/history.sqlite)",
     )
@@ -64,10 +66,12 @@ def _db(args: argparse.Namespace) -> Path:
 def main_import(argv: list[str] | None = None) -> int:
     """`python -m harness import RESULTS_DIR... [--db PATH]`: import runs into the history (idempotent)."""
     _setup_logging()
-    parser = argparse.ArgumentParser(prog="python -m harness import", description=main_import.__doc__)
+    parser = Parser("import", description=main_import.__doc__)
     parser.add_argument("results_dirs", nargs="+", type=Path, metavar="RESULTS_DIR")
     _db_arg(parser)
-    args = parser.parse_args(argv)
+    args = parser.parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     db = _db(args)
     failed = 0
     for run_dir in args.results_dirs:
@@ -92,34 +96,70 @@ def _thresholds(args: argparse.Namespace) -> Thresholds:
     )
 
 
-def _compare_parser() -> argparse.ArgumentParser:
+def _compare_parser() -> Parser:
     d = Thresholds()
-    p = argparse.ArgumentParser(
-        prog="python -m harness compare",
+    p = Parser(
+        "compare",
         description="Compare a run with its baseline in its series; exit 1 on any regression.",
     )
     p.add_argument("run", nargs="?", help="run id or results directory (imported first); default: newest run")
     p.add_argument("--baseline", default="window:5", help="RUN | last | window:N (default: window:5)")
     p.add_argument("--machine", help="only this machine's run, when the run id exists on several")
-    p.add_argument("--threshold", type=float, default=d.latency_pct, help="latency threshold, percent")
-    p.add_argument("--spread-k", type=float, default=d.spread_k, help="multiple of the series' robust spread")
-    p.add_argument("--spread-window", type=int, default=d.window, help="runs behind the series' spread")
-    p.add_argument("--alpha", type=float, default=d.alpha, help="significance level of the Mann-Whitney test")
+    p.add_argument(
+        "--threshold",
+        type=number("--threshold").argparse_type(),
+        default=d.latency_pct,
+        help="latency threshold, percent",
+    )
+    p.add_argument(
+        "--spread-k",
+        type=number("--spread-k").argparse_type(),
+        default=d.spread_k,
+        help="multiple of the series' robust spread",
+    )
+    p.add_argument(
+        "--spread-window",
+        type=number("--spread-window").argparse_type(),
+        default=d.window,
+        help="runs behind the series' spread",
+    )
+    p.add_argument(
+        "--alpha",
+        type=number("--alpha").argparse_type(),
+        default=d.alpha,
+        help="significance level of the Mann-Whitney test",
+    )
     p.add_argument(
         "--min-runs",
-        type=int,
+        type=number("--min-runs").argparse_type(),
         default=d.min_runs,
         help="runs the series must hold before latency changes fail a run (fewer: insufficient history)",
     )
-    p.add_argument("--mem-pct", type=float, default=d.mem_pct, help="memory threshold, percent")
     p.add_argument(
-        "--mem-mib", "--mem-mb", dest="mem_mb", type=float, default=d.mem_mb, help="memory threshold, MiB"
+        "--mem-pct",
+        type=number("--mem-pct").argparse_type(),
+        default=d.mem_pct,
+        help="memory threshold, percent",
     )
-    p.add_argument("--markdown", type=Path, help="also write the Markdown to this file")
-    p.add_argument("--json", type=Path, help="write the comparison as JSON to this file")
+    p.add_argument(
+        "--mem-mib",
+        "--mem-mb",
+        dest="mem_mb",
+        type=number("--mem-mib").argparse_type(),
+        default=d.mem_mb,
+        help="memory threshold, MiB",
+    )
+    p.add_argument(
+        "--markdown",
+        type=argparse_type(output_file, "--markdown"),
+        help="also write the Markdown to this file",
+    )
+    p.add_argument(
+        "--json", type=argparse_type(output_file, "--json"), help="write the comparison as JSON to this file"
+    )
     p.add_argument(
         "--report-json",
-        type=Path,
+        type=argparse_type(output_file, "--report-json"),
         help="write trends and regressions for `python -m harness report --history FILE` (null: no history)",
     )
     _db_arg(p)
@@ -146,7 +186,9 @@ def _resolve(
 def main_compare(argv: list[str] | None = None) -> int:
     """`python -m harness compare [RUN] [--baseline RUN|last|window:N]`: Markdown on stdout, exit 1 on regression."""
     _setup_logging()
-    args = _compare_parser().parse_args(argv)
+    args = _compare_parser().parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     db = _db(args)
     try:
         spec = BaselineSpec.parse(args.baseline)
@@ -180,10 +222,15 @@ def main_compare(argv: list[str] | None = None) -> int:
 def main_merge(argv: list[str] | None = None) -> int:
     """`python -m harness merge RESULTS_DIR... -o OUT_DIR`: import runs of several machines, write one merged run."""
     _setup_logging()
-    parser = argparse.ArgumentParser(prog="python -m harness merge", description=main_merge.__doc__)
+    parser = Parser("merge", description=main_merge.__doc__)
     parser.add_argument("results_dirs", nargs="+", type=Path, metavar="RESULTS_DIR")
     parser.add_argument(
-        "-o", "--output", type=Path, required=True, metavar="OUT_DIR", help="merged results dir"
+        "-o",
+        "--output",
+        type=argparse_type(output_dir, "-o"),
+        required=True,
+        metavar="OUT_DIR",
+        help="merged results dir (not a symbolic link: name the directory itself)",
     )
     parser.add_argument("--run-id", help="id of the merged run (default: the name of OUT_DIR)")
     parser.add_argument(
@@ -192,7 +239,9 @@ def main_merge(argv: list[str] | None = None) -> int:
         help="replace OUT_DIR when it already holds files (without it such a directory is refused)",
     )
     _db_arg(parser)
-    args = parser.parse_args(argv)
+    args = parser.parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     try:
         result = merge_runs(
             _db(args), args.results_dirs, args.output, args.run_id, replace_existing=args.replace

@@ -6,13 +6,11 @@ usage error (one `ERROR:` line, exit status 4), before any results directory, ex
 
 from __future__ import annotations
 
-import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness import threads
-from harness.core import allocator, axes, run_id
+from harness.core import allocator, axes, numeric_options, run_id
 from harness.core.axes import SelectionError
 from harness.core.results_dir import unwritable_reason
 from harness.plan.matrix import PlannedCell, Selection, validate_backends
@@ -20,49 +18,9 @@ from harness.yolo.models import ModelSource, WeightsError, check_checkpoint
 
 DEFAULT_RESULTS_DIR = "results"
 DEFAULT_REPORTS_DIR = "reports"
-#: the random-init seed seeds torch's generator; kept to numpy's range so any seeding library accepts it
-MAX_SEED = 2**32 - 1
+#: the suite's numeric options, declared once (harness.core.numeric_options) and shared with `report`
+NUMBER_RULES = numeric_options.SUITE
 
-
-@dataclass(frozen=True)
-class NumberRule:
-    """A numeric option's valid range: above (or at least) `low`, at most `high`; never NaN or infinite."""
-
-    name: str
-    low: float
-    strict: bool  # value must be > low (else >= low)
-    high: float | None = None
-
-    def check(self, value: float | None) -> None:
-        if value is None:
-            return
-        above = value > self.low if self.strict else value >= self.low
-        if not math.isfinite(value) or not above or (self.high is not None and value > self.high):
-            want = f"{'>' if self.strict else '>='} {_number(self.low)}"
-            if self.high is not None:
-                want += f" and <= {_number(self.high)}"
-            raise SelectionError(f"--{self.name.replace('_', '-')}: {value} is out of range (must be {want})")
-
-
-def _number(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
-NUMBER_RULES = (
-    NumberRule("export_timeout", 0, strict=True),
-    NumberRule("export_memory_gb", 0, strict=True),
-    NumberRule("max_time", 0, strict=True),
-    NumberRule("export_workers", 1, strict=False, high=256),
-    NumberRule("warmup", 0, strict=False),
-    NumberRule("rounds", 1, strict=False),
-    NumberRule("timing_episodes", 1, strict=False, high=20),
-    NumberRule("accuracy_images", 1, strict=False, high=100_000),
-    NumberRule("seed", 0, strict=False, high=MAX_SEED),
-    NumberRule("server_bound_ms", 0, strict=True, high=3_600_000),
-    NumberRule("camera_fps", 0, strict=True, high=10_000),
-    NumberRule("memory_cap", 0, strict=True),
-    NumberRule("min_shape", axes.MIN_SIDE, strict=False, high=axes.MAX_SIDE),
-)
 
 SCENARIO_MODES = ("screen", "n640", "all", "none")
 #: planned cells past which the run says how many it plans (a long --shapes list multiplies every axis)
@@ -104,10 +62,21 @@ def scenario_durations(opt) -> str:
     return value
 
 
-def check_numbers(opt) -> None:
-    """Range-check every numeric option (`opt` is config.getoption)."""
+def numbers(opt) -> dict[str, int | float | None]:
+    """Every numeric option parsed and range-checked by its one declaration (`opt` is config.getoption): name ->
+    value; one SelectionError line naming the first bad option."""
+    out = {}
     for rule in NUMBER_RULES:
-        rule.check(opt(rule.name))
+        try:
+            out[rule.name] = rule.parse(opt(rule.name))
+        except numeric_options.OptionValueError as e:
+            raise SelectionError(str(e)) from None
+    return out
+
+
+def with_numbers(opt, parsed: dict):
+    """`opt` that answers the numeric options with their parsed values (the command line holds their text)."""
+    return lambda name: parsed[name] if name in parsed else opt(name)
 
 
 def selection(opt, backend_names: tuple[str, ...], devices: tuple[str, ...]) -> Selection:
@@ -230,8 +199,10 @@ def check_weights(planned: list[PlannedCell], weights: Path | None, allow_unsafe
 def add_report_options(group) -> None:
     """The decision options the run forwards to the report it renders; `python -m harness report RUN` takes the
     same ones to decide again from the records (--server-bound-ms is the scenario's own option, forwarded too)."""
+    # numeric options are declared as text (no `type=`) and parsed by their declaration in `numbers`: a bad
+    # value is one `ERROR:` line naming the option, not argparse's usage block
     group.addoption(
-        "--camera-fps", type=float, default=30.0, help="report: the camera use case's frame rate (default 30)"
+        "--camera-fps", default=30.0, help="report: the camera use case's frame rate (default 30)"
     )
     group.addoption(
         "--accuracy-floor",
@@ -241,17 +212,13 @@ def add_report_options(group) -> None:
         help="report: share of the fp32 reference's mAP50-95 a pick must keep (default fp32=0.99 fp16=0.99 "
         "int8=0.95); repeatable",
     )
-    group.addoption(
-        "--memory-cap", type=float, help="report: pick only configurations within this host peak MiB"
-    )
-    group.addoption(
-        "--min-shape", type=int, help="report: pick only configurations whose smaller side is >= PX"
-    )
+    group.addoption("--memory-cap", help="report: pick only configurations within this host peak MiB")
+    group.addoption("--min-shape", help="report: pick only configurations whose smaller side is >= PX")
 
 
 def report_constraints(opt):
-    """The report's constraints from the run's options (after check_numbers); one SelectionError line on a bad
-    --accuracy-floor."""
+    """The report's constraints from the run's options (`opt` answering the parsed numbers, `with_numbers`); one
+    SelectionError line on a bad --accuracy-floor."""
     from harness.report.cli import accuracy_floors
     from harness.report.picks import Constraints
 

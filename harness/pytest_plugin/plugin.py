@@ -82,7 +82,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="load weights files that need full unpickling (a .pt file can run code: only for files you trust)",
     )
-    g.addoption("--seed", type=int, default=0, help="random-init seed (default 0)")
+    g.addoption("--seed", default=0, help="random-init seed (default 0)")
     g.addoption(
         "--no-standin",
         action="store_true",
@@ -94,35 +94,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(else val) split; default: the generated synthetic dataset",
     )
     g.addoption("--no-accuracy", action="store_true", help="do not score each cell's mAP")
-    g.addoption(
-        "--accuracy-images", type=int, default=32, help="val images each cell's mAP is scored on (default 32)"
-    )
+    g.addoption("--accuracy-images", default=32, help="val images each cell's mAP is scored on (default 32)")
     g.addoption(
         "--run-id", help="run id: letters, digits, '.', '_', '-' (default: UTC timestamp and host name)"
     )
     g.addoption(
         "--rounds",
-        type=int,
         help="exactly this many timed rounds per cell (default: until the p50's 95%% interval is within "
         "+-2%%, at least 10 rounds, at most --max-time)",
     )
     g.addoption(
         "--max-time",
-        type=float,
         default=3.0,
         help="seconds of timed rounds per cell at most, unless its minimum (10 rounds, 20 trials) takes longer "
         "(default 3)",
     )
     g.addoption(
         "--timing-episodes",
-        type=int,
         default=3,
         help="spread each workload's timed rounds over this many episodes across the timing phase, so its trials "
         "sample machine states minutes apart (default 3; 1: each workload timed in one go)",
     )
     g.addoption(
         "--export-workers",
-        type=int,
         help="exports and probes run at once in the export phase ahead of timing (default: the physical cores)",
     )
     g.addoption(
@@ -138,7 +132,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption(
         "--server-bound-ms",
-        type=float,
         default=100.0,
         help="the server scenario's latency bound in ms: it reports the highest Poisson rate MLPerf LoadGen calls "
         "VALID under it (default 100; p90 with short durations, p99 with mlperf)",
@@ -150,7 +143,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     options.add_report_options(g)
     g.addoption("--no-canary", action="store_true", help="do not time the drift canary between workloads")
-    g.addoption("--warmup", type=int, default=1, help="warm-up rounds per cell (default 1)")
+    g.addoption("--warmup", default=1, help="warm-up rounds per cell (default 1)")
     g.addoption(
         "--threads",
         help="CPU threads every CPU runtime (and export process) gets (default: the machine's physical cores)",
@@ -160,8 +153,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="heap policy of the run's processes: retain (default: memory a call frees stays in the process for "
         "the next call, as a caching allocator does) or system (the C library's defaults)",
     )
-    g.addoption("--export-timeout", type=float, default=1200.0, help="seconds per export (default 1200)")
-    g.addoption("--export-memory-gb", type=float, help="memory limit of each export process")
+    g.addoption("--export-timeout", default=1200.0, help="seconds per export (default 1200)")
+    g.addoption("--export-memory-gb", help="memory limit of each export process")
     g.addoption("--refresh-cache", action="store_true", help="re-export even when the cache has the artifact")
     g.addoption("--no-report", action="store_true", help="do not render the HTML report at the end")
     g.addoption(
@@ -192,9 +185,9 @@ class BenchSession:
     """Options of one pytest session, validated, plus the runner that writes its records."""
 
     def __init__(self, config: pytest.Config) -> None:
-        opt = config.getoption
         self.config = config
-        self._validate(opt)
+        self._validate(config.getoption)
+        opt = self.opt  # the numeric options parsed by their declarations
         self.run_config = RunConfig(
             run_id=self.run_id,
             results_dir=self.results_dir,
@@ -246,8 +239,8 @@ class BenchSession:
         if self.profile not in profile_names():
             raise SelectionError(f"--profile: unknown {self.profile!r}; valid: {', '.join(profile_names())}")
         self.selection = options.selection(opt, tuple(_backend_names()), all_devices())
-        options.check_numbers(opt)
-        self.report_constraints = options.report_constraints(opt)
+        self.opt = options.with_numbers(opt, options.numbers(opt))
+        self.report_constraints = options.report_constraints(self.opt)
         self.scenarios = options.scenario_mode(opt, self.profile)
         self.scenario_durations = options.scenario_durations(opt)
         slowdown_factors()  # validate the testing knob up front
@@ -358,7 +351,12 @@ def pytest_configure(config: pytest.Config) -> None:
         if not hasattr(config, "workerinput"):
             # SIGINT and SIGTERM (a CI cancel, `kill`) end the session alike: the run is marked incomplete and its
             # workers end with it (by default Python dies of SIGTERM at once, with no chance to say so)
-            interrupt.install(on_signal=kill_live_workers)
+            interrupt.install(on_signal=_end_workers)
+
+
+def _end_workers() -> None:
+    """At a signal: end the running workers, saying which signal (their records say the harness killed them)."""
+    kill_live_workers(f"the run was interrupted by {interrupt.received() or 'a signal'}")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -719,7 +717,7 @@ def mark_run_end(session: BenchSession, exitstatus: int, tr) -> str | None:
                 p.cell.id for p in session.planned
             }  # xdist: none collected here
             env[INCOMPLETE_KEY] = {
-                "reason": why[:300],
+                "reason": why,  # whole: a reason cut at 300 characters ended mid-sentence
                 "cells_recorded": len(planned & set(recorded_cells(run_dir))),
                 "cells_planned": len(planned),
             }

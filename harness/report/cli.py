@@ -9,20 +9,33 @@ import logging
 import sys
 from pathlib import Path
 
+from harness.core.cli_args import Parser, argparse_type, input_file, output_dir
+from harness.core.numeric_options import number
+
 log = logging.getLogger(__name__)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     """The report command's arguments."""
-    p = argparse.ArgumentParser(
-        prog="python -m harness report",
+    p = Parser(
+        "report",
         description="Render results/<run_id>/ directories into reports/<run_id>/index.html (one column group per run).",
     )
     p.add_argument(
         "results", nargs="+", type=Path, help="run directories (holding cells.jsonl), or their parent"
     )
-    p.add_argument("-o", "--out", type=Path, default=Path("reports"), help="report root (default: reports)")
-    p.add_argument("--history", type=Path, help="JSON file from the history stage: trends and regressions")
+    p.add_argument(
+        "-o",
+        "--out",
+        type=argparse_type(output_dir, "-o"),
+        default=Path("reports"),
+        help="report root (default: reports)",
+    )
+    p.add_argument(
+        "--history",
+        type=argparse_type(input_file, "--history"),
+        help="JSON file from the history stage: trends and regressions",
+    )
     p.add_argument(
         "--accuracy-floor",
         action="append",
@@ -33,28 +46,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--memory-cap",
-        type=float,
+        type=number("--memory-cap").argparse_type(),
         metavar="MiB",
         help="recommend only cells whose host peak RSS (and process device peak, where measured) is at most MiB; "
         "a cell without a memory figure is not known to fit and is rejected; applies to every use case",
     )
     p.add_argument(
         "--camera-fps",
-        type=float,
+        type=number("--camera-fps").argparse_type(),
         default=30.0,
         metavar="FPS",
         help="the camera use case's frame rate: a pick keeps its e2e p99 within 1000/FPS ms (default 30)",
     )
     p.add_argument(
         "--server-bound-ms",
-        type=float,
+        type=number("--server-bound-ms").argparse_type(),
         metavar="MS",
         help="the server use case's p99 bound: re-decided from the rates each server scenario tried (default: the "
         "bound the run measured under)",
     )
     p.add_argument(
         "--min-shape",
-        type=int,
+        type=number("--min-shape").argparse_type(),
         metavar="PX",
         help="recommend only configurations whose smaller input side is at least PX pixels",
     )
@@ -63,17 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def constraints(args: argparse.Namespace, floors: dict[str, float]):
-    """The report's constraints from its arguments; ValueError with one line on a bad value."""
+    """The report's constraints from its arguments (each number parsed by its declaration,
+    harness.core.numeric_options, so out-of-range values never reach the decision)."""
     from harness.report.picks import Constraints
 
-    if not args.camera_fps > 0:
-        raise ValueError(f"--camera-fps {args.camera_fps:g}: expected a positive frame rate")
-    if args.server_bound_ms is not None and not args.server_bound_ms > 0:
-        raise ValueError(f"--server-bound-ms {args.server_bound_ms:g}: expected a positive number of ms")
-    if args.min_shape is not None and args.min_shape <= 0:
-        raise ValueError(f"--min-shape {args.min_shape}: expected a positive number of pixels")
-    if args.memory_cap is not None and not args.memory_cap > 0:
-        raise ValueError(f"--memory-cap {args.memory_cap:g}: expected a positive number of MiB")
     return Constraints(floors, args.memory_cap, args.camera_fps, args.server_bound_ms, args.min_shape)
 
 
@@ -97,9 +103,15 @@ def accuracy_floors(items: list[str]) -> dict[str, float]:
     return floors
 
 
+def _one_line(e: Exception) -> str:
+    return str(e).replace("\n", " ")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the report command; returns the exit status (0 written, 2 bad input)."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
     from harness.report.render import render_report
 
@@ -107,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.history:
         try:
             history = json.loads(args.history.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            print(f"report: cannot read history {args.history}: {e}", file=sys.stderr)
+        except (OSError, ValueError) as e:  # ValueError: not JSON, not UTF-8
+            print(f"report: cannot read history {args.history}: {_one_line(e)}", file=sys.stderr)
             return 2
     try:
         floors = accuracy_floors(args.accuracy_floor)
@@ -122,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         index = render_report(args.results, args.out, history, cons=cons)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"report: {e}", file=sys.stderr)
+    except (OSError, ValueError) as e:
+        print(f"report: {_one_line(e)}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(index)

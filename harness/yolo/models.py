@@ -198,10 +198,52 @@ def _archive_globals(path: Path) -> list[str]:
     try:
         return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
     except Exception as e:
+        # torch's reader knows pickle protocol 2's opcodes only; a checkpoint saved with pickle_protocol=4 (FRAME,
+        # STACK_GLOBAL, MEMOIZE) is still a torch.save archive: read its globals from the opcodes here
+        found = _protocol4_globals(path)
+        if found is not None:
+            return found
         detail = " ".join(str(e).split())[:200]
         raise WeightsError(
             f"weights file {path} is not a PyTorch checkpoint (torch.save archive): {detail}"
         ) from None
+
+
+def _protocol4_globals(path: Path) -> list[str] | None:
+    """The globals a torch.save archive's pickle names beyond torch's weights-only allow-list, read with
+    pickletools (nothing is executed, any pickle protocol); None when `path` is not such an archive."""
+    import pickletools
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = [n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
+            if len(names) != 1:
+                return None
+            data = z.read(names[0])
+        found: set[str] = set()
+        memo: list = []
+        strings: list = []  # values pushed, as far as STACK_GLOBAL needs them (module, then name)
+        for op, arg, _ in pickletools.genops(data):
+            if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"):
+                strings.append(arg)
+            elif op.name == "MEMOIZE":
+                memo.append(strings[-1] if strings else None)
+            elif op.name in ("BINGET", "LONG_BINGET") and isinstance(arg, int) and arg < len(memo):
+                strings.append(memo[arg])
+            elif op.name == "GLOBAL":
+                found.add(str(arg).replace(" ", "."))
+            elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+                found.add(f"{strings[-2]}.{strings[-1]}")
+    except (OSError, ValueError, zipfile.BadZipFile, KeyError):
+        return None
+    try:
+        from torch._weights_only_unpickler import _get_allowed_globals
+
+        allowed = set(_get_allowed_globals())
+    except (ImportError, AttributeError):
+        allowed = set()
+    return sorted(g for g in found if g not in allowed)
 
 
 def _unsafe_message(path: Path) -> str:

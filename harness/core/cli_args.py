@@ -1,0 +1,172 @@
+"""What every `yolo26-bench` command does with its arguments: one parser class and one check of output paths.
+
+- `Parser`: argparse with the console script's name in `usage:` (`yolo26-bench report ...`; `python -m harness
+  report ...` when run so) and every error one
+  line (`yolo26-bench report: error: argument --camera-fps: inf is out of range (...)`), exit status 2, before
+  the command does any work.
+- `input_file` / `database_file`: a file read (or a database opened) is a regular file, never a FIFO that would
+  block the read.
+- `output_file` / `output_dir`: an `-o` (or `--json`, `--markdown`, ...) checked before any work: not a symbolic
+  link, not an existing path of the wrong kind, its parent (a file's) or nearest existing ancestor (a directory's,
+  which is created with its parents) a writable directory, no NUL or empty name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+#: the console script's name ([project.scripts] in pyproject.toml)
+SCRIPT = "yolo26-bench"
+
+
+def prog_name() -> str:
+    """How this process was called: the console script's name, or `python -m harness`."""
+    return SCRIPT if Path(sys.argv[0]).name == SCRIPT else "python -m harness"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse for a command: `prog` is `yolo26-bench COMMAND` (`python -m harness COMMAND` when called so); an
+    error is one line on stderr."""
+
+    def __init__(self, command: str, **kw) -> None:
+        super().__init__(prog=f"{prog_name()} {command}", **kw)
+
+    def parse(self, argv: list[str] | None) -> argparse.Namespace | int:
+        """The arguments, or the exit status when parsing ended the command (`--help`: 0; an error, already
+        printed as one line: 2), so each command's `main` returns its status rather than raising SystemExit."""
+        try:
+            return self.parse_args(argv)
+        except SystemExit as e:
+            return e.code if isinstance(e.code, int) else 2
+
+    def error(self, message: str):  # type: ignore[override]
+        one_line = message.replace("\r", "\\r").replace("\n", "\\n")
+        self.exit(2, f"{self.prog}: error: {one_line}\n")
+
+
+class OutputPathError(ValueError):
+    """An output path that cannot be written as asked: one line naming the option."""
+
+
+def _refuse(option: str, path: str, why: str) -> OutputPathError:
+    shown = path if len(path) <= 200 else path[:200] + "..."
+    return OutputPathError(f"{option} {shown!r}: {why}")
+
+
+def _basic(option: str, text: str) -> Path:
+    if not text or "\0" in text:
+        raise _refuse(option, text, "not a usable path (empty, or holding a NUL byte)")
+    path = Path(text)
+    if path.is_symlink():
+        raise _refuse(
+            option, text, f"is a symbolic link (to {os.readlink(path)}); name the path itself, not a link"
+        )
+    if path.name in ("", ".", ".."):
+        raise _refuse(option, text, "names no file or directory of its own")
+    return path
+
+
+def output_file(text: str, option: str = "-o") -> Path:
+    """A file the command will write (created or replaced whole): checked before any work."""
+    try:
+        path = _basic(option, text)
+        if path.exists() and not path.is_file():
+            raise _refuse(option, text, "exists and is not a regular file")
+        parent = path.parent
+        if not parent.is_dir():
+            what = "does not exist" if not parent.exists() else "is not a directory"
+            raise _refuse(option, text, f"its directory {parent} {what}")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise _refuse(option, text, f"its directory {parent} is not writable")
+    except OSError as e:  # a name too long, a loop of links above it
+        raise _refuse(option, text, f"cannot be checked ({e.strerror or e})") from None
+    return path
+
+
+def output_dir(text: str, option: str = "-o") -> Path:
+    """A directory the command will write into (created with its parents when missing): checked before any
+    work."""
+    try:
+        path = _basic(option, text)
+        if path.exists() and not path.is_dir():
+            raise _refuse(option, text, "exists and is not a directory")
+        probe = path
+        while not probe.exists():
+            if probe.is_symlink():  # a dangling link above the path
+                raise _refuse(option, text, f"{probe} is a symbolic link to nothing")
+            probe = probe.parent
+        if not probe.is_dir():
+            raise _refuse(option, text, f"{probe} is not a directory")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise _refuse(option, text, f"{probe} is not writable")
+    except OSError as e:
+        raise _refuse(option, text, f"cannot be checked ({e.strerror or e})") from None
+    return path
+
+
+def input_file(text: str, option: str) -> Path:
+    """A file the command reads, checked before any work: a regular file (a FIFO or a device would block the read
+    or never end it; a directory is not a file)."""
+    if not text or "\0" in text:
+        raise _refuse(option, text, "not a usable path (empty, or holding a NUL byte)")
+    path = Path(text)
+    try:
+        if not path.exists():
+            raise _refuse(option, text, "does not exist")
+        if not path.is_file():
+            raise _refuse(option, text, "is not a regular file")
+    except OSError as e:
+        raise _refuse(option, text, f"cannot be checked ({e.strerror or e})") from None
+    return path
+
+
+def database_file(text: str, option: str = "--db") -> Path:
+    """A database the command opens (created when missing): not a FIFO, device or directory when it exists, and
+    a usable name; whether SQLite can open it is the store's one-line error."""
+    if not text or "\0" in text:
+        raise _refuse(option, text, "not a usable path (empty, or holding a NUL byte)")
+    path = Path(text)
+    try:
+        if path.exists() and not path.is_file():
+            raise _refuse(option, text, "exists and is not a regular file")
+    except OSError as e:
+        raise _refuse(option, text, f"cannot be checked ({e.strerror or e})") from None
+    return path
+
+
+def argparse_type(check, option: str):
+    """`check` (output_file or output_dir) as an argparse `type=`: its error is the parser's one line."""
+
+    def parse(text: str) -> Path:
+        try:
+            return check(text, option)
+        except OutputPathError as e:
+            raise argparse.ArgumentTypeError(str(e).removeprefix(f"{option} ")) from None
+
+    parse.__name__ = "path"
+    return parse
+
+
+def quiet_broken_pipe(main):
+    """Run `main()` (an exit status) so that a reader that closes stdout early (`| head -1`) ends it quietly: the
+    status a pipe's writer gets on SIGPIPE (141), no BrokenPipeError traceback, no error from the interpreter's
+    final flush."""
+    try:
+        try:
+            status = main()
+        except SystemExit:  # argparse's --help and errors: what they printed is flushed here too
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        # stdout is gone: point it at /dev/null so the interpreter's flush at exit cannot fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+        return 128 + 13
