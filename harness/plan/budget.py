@@ -78,7 +78,10 @@ class NightPlan:
                 f"the profile is never covered at {fmt_duration(self.budget_s)}: {self.rotation.get('why')}"
             )
         nights = "night" if self.period_nights == 1 else f"{self.period_nights} nights"
-        return f"the profile is covered every {nights} at {fmt_duration(self.budget_s)}"
+        never = sum(len(ids) for reason, ids in self.left_out.items() if reason.startswith(WAIT_TOO_BIG))
+        return f"the profile is covered every {nights} at {fmt_duration(self.budget_s)}" + (
+            f" ({never} cells never fit: {WAIT_TOO_BIG})" if never else ""
+        )
 
     def lines(self, profile: str = "") -> list[str]:
         """What --collect-only prints: the budget, each group, what waits, the period."""
@@ -94,6 +97,10 @@ class NightPlan:
             out.append(f"plan:   {name}: {g['cells']} cells, {fmt_duration(g['seconds'])} ({g['why']})")
         for reason, ids in self.left_out.items():
             out.append(f"plan:   left out, {reason}: {len(ids)} cells")
+        if self.extra.get("change"):
+            out.append(f"plan: change {self.extra['change']}")
+        if self.extra.get("planned_in_s") is not None:
+            out.append(f"plan: planned in {self.extra['planned_in_s']} s from {self.extra.get('history')}")
         line = self.period_line()
         out.append(f"plan: {line.replace('the profile', f'the {profile} profile') if profile else line}")
         return out

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -301,13 +302,18 @@ def default_cost(cell: Cell, scenario: bool = False, export_s: float | None = No
     return seconds + (DEFAULTS["scenarios"] if scenario else 0.0)
 
 
-def _in_cache(cache_dir: Path | None, cell: Cell) -> bool:
-    """Whether the export cache holds the cell's export (harness.plan.estimate.cache_entry: any key)."""
-    if cache_dir is None or not (Path(cache_dir) / "exports").is_dir():
-        return False
-    from harness.plan.estimate import cache_entry
-
-    return cache_entry(cache_dir, cell.id) is not None
+def cached_cells(cache_dir: Path | None) -> set[str]:
+    """The cell ids whose plain export the cache holds (exports/<cell id>-<key12>/meta.json, any key: as
+    harness.plan.estimate.cache_entry finds them), listed once rather than globbed per cell."""
+    root = Path(cache_dir) / "exports" if cache_dir is not None else None
+    if root is None or not root.is_dir():
+        return set()
+    out = set()
+    for entry in root.iterdir():
+        m = re.fullmatch(r"(.+)-[0-9a-f]{12}", entry.name)
+        if m and (entry / "meta.json").is_file():
+            out.add(m.group(1))
+    return out
 
 
 def estimate_cells(
@@ -322,7 +328,8 @@ def estimate_cells(
     """Each cell's CellCost, by the sources in the module's order; `skips` (cell ids that are a skip here) cost
     nothing; `cached` (cell ids whose export is in the cache: no export tonight, besides those `cache_dir`
     holds) cost no export."""
-    skips, scenario_cells, cached = set(skips), set(scenario_cells), set(cached)
+    skips, scenario_cells = set(skips), set(scenario_cells)
+    cached = set(cached) | cached_cells(cache_dir)
     by_pair: dict[tuple[str, str], list[Measured]] = {}
     for m in hist.measured.values():
         if m.work and m.seconds > 0:
@@ -332,7 +339,7 @@ def estimate_cells(
         if cell.id in skips:
             out[cell.id] = CellCost(0.0, "skip", "a skip here")
             continue
-        hit = cell.id in cached or _in_cache(cache_dir, cell)
+        hit = cell.id in cached
         m = hist.measured.get(cell.id)
         if m is not None:
             seconds = m.seconds - (m.export_s if hit else 0.0) + (DEFAULTS["cached_prep"] if hit else 0.0)

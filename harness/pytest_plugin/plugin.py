@@ -34,6 +34,7 @@ from harness.execute.isolate import kill_live_workers
 from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
 from harness.execute.workload import group, timing_key, workload_label
 from harness.measure.corrupt import corruptions
+from harness.plan.budget import NightPlan, parse_budget
 from harness.plan.estimate import fmt_duration
 from harness.plan.expected import ExpectedStatus
 from harness.plan.matrix import PlannedCell, build, profile_names
@@ -164,6 +165,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--export-timeout", type=float, default=1200.0, help="seconds per export (default 1200)")
     g.addoption("--export-memory-gb", type=float, help="memory limit of each export process")
     g.addoption("--refresh-cache", action="store_true", help="re-export even when the cache has the artifact")
+    g.addoption(
+        "--time-budget",
+        help="run only what fits this long (6h, 90m, 3600s): regressed, failed and missing cells first, then "
+        "cells the change since the last run touches, then the cells measured longest ago; the plan and the "
+        "profile's coverage period are printed and kept in env.json (harness.plan.budget). With pytest-split's "
+        "--splits N, per shard",
+    )
     g.addoption("--no-report", action="store_true", help="do not render the HTML report at the end")
     g.addoption(
         "--expected-file",
@@ -238,6 +246,7 @@ class BenchSession:
         self.clock_started = False
         self.report_path: Path | None = None
         self.wall_s: float | None = None
+        self.night_plan: NightPlan | None = None  # --time-budget: the plan, set at collection
 
     def _validate(self, opt) -> None:
         """Every option checked before any work (harness.pytest_plugin.options): one error line otherwise."""
@@ -265,6 +274,8 @@ class BenchSession:
             options.check_writable(self.reports_dir, "--reports-dir")
         self.cache_dir = Path(opt("cache_dir"))
         options.check_writable(self.cache_dir, "--cache-dir")
+        self.time_budget_text = opt("time_budget")
+        self.time_budget_s = parse_budget(self.time_budget_text) if self.time_budget_text else None
         self.planned: list[PlannedCell] = build(self.profile, self.selection)
         options.warn_if_large(self.planned)
         if opt("allow_unsafe_weights"):
@@ -288,6 +299,8 @@ class BenchSession:
                     self.run_id, facts=machine.facts(threads=self.threads, threads_source=self.threads_source)
                 )
                 # Marked incomplete until the run ends normally: a run killed outright (SIGKILL, power) keeps it.
+                if self.night_plan is not None:
+                    env["plan"] = self.night_plan.to_env()
                 env[INCOMPLETE_KEY] = {
                     "reason": "the run had not ended (still running, or killed)",
                     "cells_recorded": None,
@@ -448,6 +461,17 @@ def replay_rounds(benchmark, samples_ms: list[float] | None) -> None:
 
 def _no_op() -> None:
     return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """--time-budget: the collected cells cut to the night's plan (harness.pytest_plugin.nightplan)."""
+    bench = config.stash.get(BENCH_KEY, None)
+    if bench is None or bench.time_budget_s is None:
+        return
+    from harness.pytest_plugin import nightplan
+
+    nightplan.apply(config, items, _planned_of, bench)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
