@@ -29,6 +29,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "compare a run with its history; exit 1 on regressions",
     ),
     "merge": ("harness.history.cli", "main_merge", "merge runs from several machines into one results dir"),
+    "durations": (
+        "harness.pytest_plugin.durations_file",
+        "main",
+        "write pytest-split's durations file from the history's per-cell estimates (shards of equal time)",
+    ),
     "export": (
         "harness.exports.cli",
         "main",

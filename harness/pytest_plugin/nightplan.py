@@ -48,6 +48,19 @@ def last_run_env(db_path: Path) -> dict | None:
     return {"git_commit": row[0], "libraries": json.loads(row[1]) if row[1] else None, "run_id": row[2]}
 
 
+def estimate_planned(
+    planned: list[PlannedCell], db: Path, cache_dir: Path | None, scenarios: str
+) -> tuple[durations.History, dict[str, durations.CellCost], set[str]]:
+    """The history of `db`, each planned cell's cost, and the cells that are a skip here (priced at nothing)."""
+    hist = durations.read_history(db)
+    probes: dict[tuple[str, str], str | None] = {}
+    skips = {p.cell.id for p in planned if skip_reason(p, probes)}
+    cells = [p.cell for p in planned]
+    scen = planned_scenario_cells(scenarios, cells, lambda c: c.id in skips)
+    costs = durations.estimate_cells(cells, hist, cache_dir=cache_dir, skips=skips, scenario_cells=scen)
+    return hist, costs, skips
+
+
 def make_plan(
     planned: list[PlannedCell],
     budget_s: float,
@@ -60,12 +73,8 @@ def make_plan(
     """The plan of `planned` (the collected cells) within `budget_s`, from the history of `results_dir`."""
     t0 = time.perf_counter()
     db = default_db_path(results_dir)
-    hist = durations.read_history(db)
-    probes: dict[tuple[str, str], str | None] = {}
-    skips = {p.cell.id for p in planned if skip_reason(p, probes)}
+    hist, costs, skips = estimate_planned(planned, db, cache_dir, scenarios)
     cells = [p.cell for p in planned]
-    scen = planned_scenario_cells(scenarios, cells, lambda c: c.id in skips)
-    costs = durations.estimate_cells(cells, hist, cache_dir=cache_dir, skips=skips, scenario_cells=scen)
     ids = [c.id for c in cells]
     priority: dict[str, str] = {}
     for kind, group in (("missing", hist.missing), ("failed", hist.failed), ("regressed", hist.regressed)):
