@@ -13,6 +13,7 @@ from harness.plan.budget import (
     GROUP_ROTATION,
     WAIT_FULL,
     WAIT_SLICE,
+    merge_plans,
     parse_budget,
     plan_night,
 )
@@ -131,3 +132,17 @@ def test_plan_for_env_json_lists_every_left_out_cell_with_its_reason():
     assert any(reason.startswith("its estimate alone exceeds the budget") for reason in env["left_out"])
     assert env["rotation"]["never_measured"] == 2  # a and b; c can never fit, the skip costs nothing
     assert GROUP_ROTATION in env["groups"] and env["period_nights"] == 4  # 20 s over (15 - 10) s
+
+
+def test_sessions_of_one_run_unite_their_plans():
+    """GPU shards then the CPU cells (--resume) each plan their part; env.json keeps one plan of the run."""
+    gpu = plan_night(["g1", "g2"], costs_of({"g1": 10.0, "g2": 10.0}), 15).to_env()
+    cpu = plan_night(["c1", "c2"], costs_of({"c1": 10.0, "c2": 10.0}), 25).to_env()
+    first = merge_plans(None, gpu)
+    run = merge_plans(first, cpu)
+    assert run["selected_ids"] == ["g1", "c1", "c2"] and run["selected"] == 3
+    assert run["left_out"] == {WAIT_SLICE: ["g2"]}
+    assert [s["selected"] for s in run["sessions"]] == [1, 2]
+    # the other way: a later session that selects a cell an earlier one left out takes it out of left_out
+    again = merge_plans(run, plan_night(["g2"], costs_of({"g2": 10.0}), 15).to_env())
+    assert "g2" in again["selected_ids"] and again["left_out"] == {}

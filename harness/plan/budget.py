@@ -215,7 +215,9 @@ def plan_night(
     total = sum(costs[c].seconds for c in runnable)
     largest = max((costs[c].seconds for c in runnable), default=0.0)
     period: int | None
-    if not runnable:
+    if not runnable and too_big:
+        period, why = None, "no cell's estimate fits the budget"
+    elif not runnable:
         period, why = 1, "nothing to measure"
     elif budget_s - largest <= 0:
         period, why = None, "the budget is no larger than the largest cell"
@@ -241,3 +243,43 @@ def plan_night(
     return NightPlan(
         budget_s, selected, groups, left_out, period, rotation, sources, warning, profile_cells=len(order)
     )
+
+
+#: what each session's plan keeps of its own in a merged plan (the id lists are merged)
+_SESSION_KEYS = ("budget", "budget_s", "selected", "selected_s", "groups", "period", "warning", "change")
+
+
+def merge_plans(old: dict | None, new: dict) -> dict:
+    """One run's plan from several sessions (GPU shards, then the CPU cells, all with --resume): the selected
+    ids united, a cell left out only where no session selected it, each session's summary under `sessions`."""
+    if not old or "selected_ids" not in old:
+        return {**new, "sessions": [{k: new.get(k) for k in _SESSION_KEYS}]}
+    selected = list(old["selected_ids"]) + [
+        c for c in new["selected_ids"] if c not in set(old["selected_ids"])
+    ]
+    chosen = set(selected)
+    left: dict[str, list[str]] = {}
+    for plan in (old, new):
+        for reason, ids in (plan.get("left_out") or {}).items():
+            have = set(left.get(reason, ()))
+            left.setdefault(reason, []).extend(c for c in ids if c not in chosen and c not in have)
+    seen: set[str] = set()
+    for reason in list(left):  # a cell waits under its first reason only
+        kept = []
+        for c in left[reason]:
+            if c not in seen:
+                seen.add(c)
+                kept.append(c)
+        if kept:
+            left[reason] = kept
+        else:
+            del left[reason]
+    sessions = list(old.get("sessions") or [{k: old.get(k) for k in _SESSION_KEYS}])
+    sessions.append({k: new.get(k) for k in _SESSION_KEYS})
+    return {
+        **new,
+        "selected_ids": selected,
+        "selected": len(selected),
+        "left_out": left,
+        "sessions": sessions,
+    }

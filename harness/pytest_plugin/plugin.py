@@ -7,6 +7,7 @@ suites with structured Cell objects (ids read like the cell).
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
@@ -34,7 +35,7 @@ from harness.execute.isolate import kill_live_workers
 from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
 from harness.execute.workload import group, timing_key, workload_label
 from harness.measure.corrupt import corruptions
-from harness.plan.budget import NightPlan, parse_budget
+from harness.plan.budget import NightPlan, merge_plans, parse_budget
 from harness.plan.estimate import fmt_duration
 from harness.plan.expected import ExpectedStatus
 from harness.plan.matrix import PlannedCell, build, profile_names
@@ -299,8 +300,11 @@ class BenchSession:
                     self.run_id, facts=machine.facts(threads=self.threads, threads_source=self.threads_source)
                 )
                 # Marked incomplete until the run ends normally: a run killed outright (SIGKILL, power) keeps it.
-                if self.night_plan is not None:
-                    env["plan"] = self.night_plan.to_env()
+                if self.night_plan is not None:  # with --resume, united with the earlier sessions' plans
+                    env["plan"] = merge_plans(
+                        nightplan_of(self.run_config.run_dir) if self.config.getoption("resume") else None,
+                        self.night_plan.to_env(),
+                    )
                 env[INCOMPLETE_KEY] = {
                     "reason": "the run had not ended (still running, or killed)",
                     "cells_recorded": None,
@@ -351,6 +355,14 @@ class BenchSession:
             else:
                 tr.write_line(line)
         log.info("%s", msg)
+
+
+def nightplan_of(run_dir: Path) -> dict | None:
+    """The plan an earlier session of this run wrote to its env.json, None without one."""
+    try:
+        return json.loads((run_dir / "env.json").read_text(encoding="utf-8")).get("plan")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _backend_names() -> list[str]:
