@@ -14,6 +14,11 @@ latest end less the earliest start; `timeline.json`'s wall_s where the run wrote
   sample is a rougher history than the previous night of the same code would be.
 The ratio is estimate / wall; the issue's targets: within 1.5x from defaults, 1.3x from history. The defaults
 were calibrated on the 2026-11-22 samples, so the 2026-11-25 runs are the out-of-sample check.
+
+Which walls to trust: only the 2026-11-25 default run recorded its own (timeline.json, and /usr/bin/time in its
+README: 931 s). The others' wall is the span of their records (earliest start to latest end); the code of the
+2026-11-22 runs stamped every timed cell at the start of its workload's timing (their records all start within
+3 s), so that span is rough there. Both verdicts are printed: over the recorded walls, and over all runs.
 """
 
 from __future__ import annotations
@@ -44,12 +49,19 @@ def load(run_dir: Path) -> dict:
     records = [r for r in records if not r.get("remedy_of")]  # a remedy is part of its cell's cost
     env = json.loads((run_dir / "env.json").read_text())
     timeline = run_dir / estimate.TIMELINE
-    wall = durations.run_wall_s(records)
+    wall, source = durations.run_wall_s(records), "records"
     printed = None
     if timeline.is_file():
         t = json.loads(timeline.read_text())
-        wall, printed = t.get("wall_s") or wall, t.get("estimate_at_start_s")
-    return {"name": str(run_dir), "records": records, "env": env, "wall": wall, "printed": printed}
+        wall, printed, source = t.get("wall_s") or wall, t.get("estimate_at_start_s"), "timeline"
+    return {
+        "name": str(run_dir),
+        "records": records,
+        "env": env,
+        "wall": wall,
+        "printed": printed,
+        "src": source,
+    }
 
 
 def before(run: dict) -> float:
@@ -92,9 +104,10 @@ def main(argv: list[str]) -> int:
     runs = [load(p.parent) for p in sorted(root.glob("**/cells.jsonl"))]
     runs = [r for r in runs if r["wall"]]
     print(
-        f"{'run':<58} {'wall':>7}  {'before (plan)':>17}  {'after, defaults':>17}  {'after, history':>17}  sources"
+        f"{'run':<48} {'wall':>7} {'from':<8}  {'before (plan)':>17}  {'after, defaults':>17}  "
+        f"{'after, history':>17}  sources of the history estimate"
     )
-    worst = {"before": 1.0, "defaults": 1.0, "history": 1.0}
+    worst = {(w, k): 1.0 for w in ("timeline", "records") for k in ("before", "defaults", "history")}
     for run in runs:
         at = run["env"].get("started_at") or ""
         others = [
@@ -107,17 +120,23 @@ def main(argv: list[str]) -> int:
         h, src = after(run, durations.history_from_runs(others))
         for key, est in (("before", b), ("defaults", d), ("history", h)):
             r = est / run["wall"]
-            worst[key] = max(worst[key], r, 1 / r)
+            for w in {run["src"], "records"}:  # "records": every run, "timeline": only the reliable walls
+                worst[w, key] = max(worst[w, key], r, 1 / r)
         name = run["name"].replace(str(root) + "/", "")
         printed = f" (printed at its start: {run['printed']:.0f} s)" if run["printed"] else ""
         print(
-            f"{name:<58} {run['wall']:6.0f}s  {ratio_text(b, run['wall'])}  {ratio_text(d, run['wall'])}  "
+            f"{name[:48]:<48} {run['wall']:6.0f}s {run['src']:<8}  {ratio_text(b, run['wall'])}  "
+            f"{ratio_text(d, run['wall'])}  "
             f"{ratio_text(h, run['wall'])}  {src}{printed}"
         )
-    print(
-        f"worst factor either way: before {worst['before']:.2f}x, after from defaults {worst['defaults']:.2f}x "
-        f"(target 1.5x), after from history {worst['history']:.2f}x (target 1.3x)"
-    )
+    for w, which in (
+        ("timeline", "runs whose wall the run itself recorded (timeline.json)"),
+        ("records", "all"),
+    ):
+        print(
+            f"worst factor either way, {which}: before {worst[w, 'before']:.2f}x, after from defaults "
+            f"{worst[w, 'defaults']:.2f}x (target 1.5x), after from history {worst[w, 'history']:.2f}x (target 1.3x)"
+        )
     return 0
 
 
