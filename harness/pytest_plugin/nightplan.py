@@ -49,12 +49,20 @@ def last_run_env(db_path: Path) -> dict | None:
 
 
 def estimate_planned(
-    planned: list[PlannedCell], db: Path, cache_dir: Path | None, scenarios: str
+    planned: list[PlannedCell],
+    db: Path,
+    cache_dir: Path | None,
+    scenarios: str,
+    reasons: dict[str, str | None] | None = None,
 ) -> tuple[durations.History, dict[str, durations.CellCost], set[str]]:
-    """The history of `db`, each planned cell's cost, and the cells that are a skip here (priced at nothing)."""
+    """The history of `db`, each planned cell's cost, and the cells that are a skip here (priced at nothing);
+    each cell's skip reason (None: it runs here) is put in `reasons` when given."""
     hist = durations.read_history(db)
     probes: dict[tuple[str, str], str | None] = {}
-    skips = {p.cell.id for p in planned if skip_reason(p, probes)}
+    reasons = {} if reasons is None else reasons
+    for p in planned:
+        reasons[p.cell.id] = skip_reason(p, probes)
+    skips = {p.cell.id for p in planned if reasons[p.cell.id]}
     cells = [p.cell for p in planned]
     scen = planned_scenario_cells(scenarios, cells, lambda c: c.id in skips)
     costs = durations.estimate_cells(cells, hist, cache_dir=cache_dir, skips=skips, scenario_cells=scen)
@@ -69,11 +77,13 @@ def make_plan(
     cache_dir: Path,
     scenarios: str,
     budget_text: str,
+    reasons: dict[str, str | None] | None = None,
 ) -> NightPlan:
-    """The plan of `planned` (the collected cells) within `budget_s`, from the history of `results_dir`."""
+    """The plan of `planned` (the collected cells) within `budget_s`, from the history of `results_dir`; each
+    cell's skip reason here is put in `reasons` when given (for the --collect-only preview)."""
     t0 = time.perf_counter()
     db = default_db_path(results_dir)
-    hist, costs, skips = estimate_planned(planned, db, cache_dir, scenarios)
+    hist, costs, skips = estimate_planned(planned, db, cache_dir, scenarios, reasons)
     cells = [p.cell for p in planned]
     ids = [c.id for c in cells]
     priority: dict[str, str] = {}
@@ -122,6 +132,7 @@ def apply(config, items: list, planned_of, session) -> None:
         cache_dir=session.cache_dir,
         scenarios=session.scenarios,
         budget_text=session.time_budget_text + (f" x {splits} shards" if splits else ""),
+        reasons=session.skip_reasons,
     )
     keep = set(plan.selected)
     selected, deselected = [], []

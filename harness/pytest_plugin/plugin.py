@@ -248,6 +248,7 @@ class BenchSession:
         self.report_path: Path | None = None
         self.wall_s: float | None = None
         self.night_plan: NightPlan | None = None  # --time-budget: the plan, set at collection
+        self.skip_reasons: dict[str, str | None] = {}  # cell id -> its skip reason here, found by the plan
 
     def _validate(self, opt) -> None:
         """Every option checked before any work (harness.pytest_plugin.options): one error line otherwise."""
@@ -510,7 +511,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list) -> list[s
         return None
     from harness.pytest_plugin.preview import preview_lines
 
-    return preview_lines(_planned_of(items))
+    return preview_lines(_planned_of(items), config.stash[BENCH_KEY].skip_reasons)
 
 
 def _timed_cells(session: BenchSession) -> list[PlannedCell]:
