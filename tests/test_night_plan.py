@@ -91,6 +91,8 @@ def test_every_cell_of_a_26400_cell_plan_is_covered_within_k_nights():
     for n in range(k):
         plan = first if n == 0 else plan_night(cells, costs, budget, last_measured=last)
         assert plan.selected_s <= budget
+        if n < 2:
+            assert plan.rotation["position"] == f"night {n + 1} of {k}"
         for c in plan.selected:
             last[c] = night(n)
         covered.update(plan.selected)

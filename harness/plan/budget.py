@@ -224,7 +224,14 @@ def plan_night(
     else:
         period, why = max(1, math.ceil(total / (budget_s - largest))), ""
     sliced = rest[:stop]
+    # where tonight's slice stands in the cycle: the cells measured since its first cell was (all measured ones
+    # when it was never measured) are this cycle's nights so far
+    first_at = last_measured.get(sliced[0], "") if sliced else ""
+    done = sum(1 for c in runnable if last_measured.get(c, "") > first_at) if sliced else 0
+    night_no = min(period, 1 + round(done / len(sliced))) if period and sliced else None
     rotation = {
+        "position": f"night {night_no} of {period}" if night_no else None,
+        "cells_done_this_cycle": done,
         "slice_cells": len(sliced),
         "slice_from": (last_measured.get(sliced[0]) or "never measured") if sliced else None,
         "slice_to": (last_measured.get(sliced[-1]) or "never measured") if sliced else None,
