@@ -102,6 +102,8 @@ class NightPlan:
         if self.extra.get("planned_in_s") is not None:
             out.append(f"plan: planned in {self.extra['planned_in_s']} s from {self.extra.get('history')}")
         line = self.period_line()
+        if self.rotation.get("position"):
+            line += f"; tonight's rotation slice is {self.rotation['position']}"
         out.append(f"plan: {line.replace('the profile', f'the {profile} profile') if profile else line}")
         return out
 
