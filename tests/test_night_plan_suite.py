@@ -61,3 +61,16 @@ def test_bad_time_budget_is_one_error_line(tmp_path):
     errors = [line for line in p.stderr.splitlines() if line.startswith("ERROR:")]
     assert p.returncode == 4 and len(errors) == 1 and "--time-budget: 'soon' is not a duration" in errors[0]
     assert not (tmp_path / "results").exists()
+
+
+def test_cells_the_run_already_recorded_cost_nothing_under_resume(tmp_path):
+    """--resume skips the cells the run holds, so the budget goes to the others: torch-eager is taken in 15 s
+    although the regressed onnxruntime cell (already recorded tonight) comes first otherwise."""
+    results = tmp_path / "results"
+    fake_history(results, {1: 10.0, 2: 13.0})
+    env = synthetic.make_env("tonight", "2026-12-03T01:23:00+00:00")
+    synthetic.write_run(results, env, [synthetic.make_record("tonight", ORT, samples_ms=[13.0] * 20)])
+    p = collect(results, "--time-budget", "15s", "--run-id", "tonight", "--resume")
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert f"{EAGER.id}]" in p.stdout and "regressed, failed or missing" not in out, out

@@ -78,12 +78,16 @@ def make_plan(
     scenarios: str,
     budget_text: str,
     reasons: dict[str, str | None] | None = None,
+    done: frozenset[str] = frozenset(),
 ) -> NightPlan:
     """The plan of `planned` (the collected cells) within `budget_s`, from the history of `results_dir`; each
     cell's skip reason here is put in `reasons` when given (for the --collect-only preview)."""
     t0 = time.perf_counter()
     db = default_db_path(results_dir)
     hist, costs, skips = estimate_planned(planned, db, cache_dir, scenarios, reasons)
+    for cid in done & costs.keys():  # recorded before this session (--resume): skipped at once
+        costs[cid] = durations.CellCost(0.0, "skip", "already recorded in this run (--resume)")
+        skips.add(cid)
     cells = [p.cell for p in planned]
     ids = [c.id for c in cells]
     priority: dict[str, str] = {}
@@ -119,8 +123,9 @@ def make_plan(
     return plan
 
 
-def apply(config, items: list, planned_of, session) -> None:
-    """Cut `items` (in place) to the plan; the plan on `session.night_plan`, its lines said at once."""
+def apply(config, items: list, planned_of, session, done: frozenset[str] = frozenset()) -> None:
+    """Cut `items` (in place) to the plan; the plan on `session.night_plan`, its lines said at once. `done`: the
+    cells this run already recorded (--resume skips them: they cost nothing tonight)."""
     budget_s = session.time_budget_s
     splits = getattr(config.option, "splits", None)
     if splits:
@@ -133,6 +138,7 @@ def apply(config, items: list, planned_of, session) -> None:
         scenarios=session.scenarios,
         budget_text=session.time_budget_text + (f" x {splits} shards" if splits else ""),
         reasons=session.skip_reasons,
+        done=done,
     )
     keep = set(plan.selected)
     selected, deselected = [], []

@@ -484,7 +484,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
         return
     from harness.pytest_plugin import nightplan
 
-    nightplan.apply(config, items, _planned_of, bench)
+    done = frozenset(c for c, status in bench.recorded.items() if status not in RERUN_STATUSES)
+    nightplan.apply(config, items, _planned_of, bench, done)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
