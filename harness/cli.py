@@ -33,6 +33,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "list each record whose figures break a relation the harness states; exit 1 when any breaks",
     ),
+    "durations": (
+        "harness.pytest_plugin.durations_file",
+        "main",
+        "write pytest-split's durations file from the history's per-cell estimates (shards of equal time)",
+    ),
     "export": (
         "harness.exports.cli",
         "main",

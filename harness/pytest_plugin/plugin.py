@@ -7,6 +7,7 @@ suites with structured Cell objects (ids read like the cell).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ from harness.execute.isolate import kill_live_workers
 from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
 from harness.execute.workload import group, timing_key, workload_label
 from harness.measure.corrupt import corruptions
+from harness.plan.budget import NightPlan, merge_plans, parse_budget
 from harness.plan.estimate import fmt_duration
 from harness.plan.expected import ExpectedStatus
 from harness.plan.matrix import PlannedCell, build, profile_names
@@ -156,6 +158,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--export-timeout", default=1200.0, help="seconds per export (default 1200)")
     g.addoption("--export-memory-gb", help="memory limit of each export process")
     g.addoption("--refresh-cache", action="store_true", help="re-export even when the cache has the artifact")
+    g.addoption(
+        "--time-budget",
+        help="run only what fits this long (6h, 90m, 3600s): regressed, failed and missing cells first, then "
+        "cells the change since the last run touches, then the cells measured longest ago; the plan and the "
+        "profile's coverage period are printed and kept in env.json (harness.plan.budget). With pytest-split's "
+        "--splits N, per shard",
+    )
     g.addoption("--no-report", action="store_true", help="do not render the HTML report at the end")
     g.addoption(
         "--expected-file",
@@ -230,6 +239,8 @@ class BenchSession:
         self.clock_started = False
         self.report_path: Path | None = None
         self.wall_s: float | None = None
+        self.night_plan: NightPlan | None = None  # --time-budget: the plan, set at collection
+        self.skip_reasons: dict[str, str | None] = {}  # cell id -> its skip reason here, found by the plan
 
     def _validate(self, opt) -> None:
         """Every option checked before any work (harness.pytest_plugin.options): one error line otherwise."""
@@ -257,6 +268,8 @@ class BenchSession:
             options.check_writable(self.reports_dir, "--reports-dir")
         self.cache_dir = Path(opt("cache_dir"))
         options.check_writable(self.cache_dir, "--cache-dir")
+        self.time_budget_text = opt("time_budget")
+        self.time_budget_s = parse_budget(self.time_budget_text) if self.time_budget_text else None
         self.planned: list[PlannedCell] = build(self.profile, self.selection)
         options.warn_if_large(self.planned)
         if opt("allow_unsafe_weights"):
@@ -280,6 +293,11 @@ class BenchSession:
                     self.run_id, facts=machine.facts(threads=self.threads, threads_source=self.threads_source)
                 )
                 # Marked incomplete until the run ends normally: a run killed outright (SIGKILL, power) keeps it.
+                if self.night_plan is not None:  # with --resume, united with the earlier sessions' plans
+                    env["plan"] = merge_plans(
+                        nightplan_of(self.run_config.run_dir) if self.config.getoption("resume") else None,
+                        self.night_plan.to_env(),
+                    )
                 env[INCOMPLETE_KEY] = {
                     "reason": "the run had not ended (still running, or killed)",
                     "cells_recorded": None,
@@ -330,6 +348,14 @@ class BenchSession:
             else:
                 tr.write_line(line)
         log.info("%s", msg)
+
+
+def nightplan_of(run_dir: Path) -> dict | None:
+    """The plan an earlier session of this run wrote to its env.json, None without one."""
+    try:
+        return json.loads((run_dir / "env.json").read_text(encoding="utf-8")).get("plan")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _backend_names() -> list[str]:
@@ -452,6 +478,18 @@ def _no_op() -> None:
     return None
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """--time-budget: the collected cells cut to the night's plan (harness.pytest_plugin.nightplan)."""
+    bench = config.stash.get(BENCH_KEY, None)
+    if bench is None or bench.time_budget_s is None:
+        return
+    from harness.pytest_plugin import nightplan
+
+    done = frozenset(c for c, status in bench.recorded.items() if status not in RERUN_STATUSES)
+    nightplan.apply(config, items, _planned_of, bench, done)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The cells this session runs (after -k, -m and --resume), for the export phase and the workloads."""
     bench = session.config.stash.get(BENCH_KEY, None)
@@ -476,7 +514,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list) -> list[s
         return None
     from harness.pytest_plugin.preview import preview_lines
 
-    return preview_lines(_planned_of(items))
+    return preview_lines(_planned_of(items), config.stash[BENCH_KEY].skip_reasons)
 
 
 def _timed_cells(session: BenchSession) -> list[PlannedCell]:

@@ -35,11 +35,13 @@ def skip_reason(planned: PlannedCell, probes: dict[tuple[str, str], str | None])
     return probes[key]
 
 
-def preview_lines(planned: Iterable[PlannedCell]) -> list[str]:
-    """One line per cell: `<cell id>: skip: <reason>` or `<cell id>: runs here`."""
+def preview_lines(planned: Iterable[PlannedCell], known: dict[str, str | None] | None = None) -> list[str]:
+    """One line per cell: `<cell id>: skip: <reason>` or `<cell id>: runs here`. `known`: reasons already found
+    (cell id -> reason or None; the --time-budget plan found every cell's), not asked again."""
     probes: dict[tuple[str, str], str | None] = {}
+    known = known or {}
     out = []
     for p in planned:
-        why = skip_reason(p, probes)
+        why = known[p.cell.id] if p.cell.id in known else skip_reason(p, probes)
         out.append(f"{p.cell.id}: skip: {why}" if why else f"{p.cell.id}: runs here")
     return out

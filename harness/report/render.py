@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from harness.core.record import CellRecord
 from harness.report.claims import evaluate
+from harness.report.coverage import night_coverage
 from harness.report.decision import absent_devices, anchor, decision_rows, machine_columns
 from harness.report.decision_json import decision_json
 from harness.report.fmt import Notes
@@ -163,6 +164,7 @@ def build_content(
         "recommendations": recs,
         "claims": evaluate(indexes),
         "regressions": regressions(history),
+        "coverage": night_coverage(indexes, history),
         "failures": failures(indexes, href),
         "parity": parity_rows(indexes, href),
         "notes": notes,

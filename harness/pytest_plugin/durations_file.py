@@ -1,0 +1,67 @@
+"""`yolo26-bench durations`: pytest-split's durations file, written from the history's estimates.
+
+pytest-split (`--splits N --group K --splitting-algorithm least_duration --durations-path FILE`) balances its
+shards by the seconds this file gives each test. Its own `--store-durations` records each test's wall time, which
+here says little (the first test of a run holds the whole export phase; a workload's timing phase lands on one
+test), so the file is written from harness.plan.durations instead: every cell of the profile with its expected
+seconds, whatever their source (history, export cache, nearest cell, defaults); a skip here 0. The shards then
+hold equal expected time, not equal counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.core.axes import SelectionError
+from harness.history.store import DEFAULT_RESULTS_DIR, default_db_path
+from harness.plan.matrix import Selection, build
+from harness.pytest_plugin.nightplan import estimate_planned
+
+#: the parametrized test every cell is (suites/test_matrix.py), as pytest names it from the repository root
+NODE = "suites/test_matrix.py::test_cell[{}]"
+
+
+def durations(
+    profile: str, db: Path, cache_dir: Path | None, scenarios: str
+) -> tuple[dict[str, float], dict]:
+    """Node id -> expected seconds for every cell of `profile`; and how many estimates came from each source."""
+    planned = build(profile, Selection())
+    _, costs, _ = estimate_planned(planned, db, cache_dir, scenarios)
+    sources: dict[str, int] = {}
+    for c in costs.values():
+        sources[c.source] = sources.get(c.source, 0) + 1
+    return {NODE.format(cid): round(c.seconds, 2) for cid, c in costs.items()}, sources
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`durations --profile P -o FILE`: write pytest-split's durations file; 2 on bad input."""
+    p = argparse.ArgumentParser(prog="yolo26-bench durations", description=__doc__.split("\n\n")[0])
+    p.add_argument("--profile", default="nightly", help="the matrix profile (default nightly)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="the durations file to write (JSON)")
+    p.add_argument(
+        "--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="whose history.sqlite to read"
+    )
+    p.add_argument(
+        "--db", type=Path, help="history database (default: $YOLO26_BENCH_HISTORY, else RESULTS_DIR)"
+    )
+    p.add_argument("--cache-dir", type=Path, default=Path(".cache/yolo26-bench"), help="the export cache")
+    p.add_argument("--scenarios", default="all", help="as the run's --scenarios (default all, the nightly's)")
+    args = p.parse_args(argv)
+    try:
+        table, sources = durations(
+            args.profile, args.db or default_db_path(args.results_dir), args.cache_dir, args.scenarios
+        )
+    except SelectionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    total = sum(table.values())
+    print(
+        f"{args.output}: {len(table)} cells, {total / 3600:.1f} h expected; estimates from "
+        + ", ".join(f"{n} {s}" for s, n in sorted(sources.items()))
+    )
+    return 0

@@ -1,0 +1,153 @@
+"""`--time-budget`: the collected cells cut to the night's plan (harness.plan.budget) before the run starts.
+
+Runs at the end of collection, after -k/-m deselection and before pytest-split picks its shard (both hooks are
+`trylast`; pytest-split's, registered first, runs last), so every shard computes the same plan from the same
+history and splits only the selected cells. With `--splits N` the shards run at once, so the plan holds N times
+the budget. The cells left out are deselected (pytest counts them as such) and are not records: env.json's `plan`
+lists them under their reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+from harness.core.envinfo import LIBRARIES
+from harness.core.version import library_version
+from harness.history.store import default_db_path
+from harness.plan import changes, durations
+from harness.plan.budget import NightPlan, plan_night
+from harness.plan.matrix import PlannedCell
+from harness.pytest_plugin.eta import planned_scenario_cells
+from harness.pytest_plugin.preview import skip_reason
+
+log = logging.getLogger(__name__)
+
+
+def last_run_env(db_path: Path) -> dict | None:
+    """The env.json of the newest run in the history database (its commit and libraries), None without one."""
+    if not db_path.is_file():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            row = conn.execute(
+                "SELECT json_extract(env, '$.git_commit'), json_extract(env, '$.libraries'), run_id FROM runs"
+                " ORDER BY started_at DESC LIMIT 1"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        log.warning("plan: %s not read (%s)", db_path, e)
+        return None
+    if row is None:
+        return None
+    return {"git_commit": row[0], "libraries": json.loads(row[1]) if row[1] else None, "run_id": row[2]}
+
+
+def estimate_planned(
+    planned: list[PlannedCell],
+    db: Path,
+    cache_dir: Path | None,
+    scenarios: str,
+    reasons: dict[str, str | None] | None = None,
+) -> tuple[durations.History, dict[str, durations.CellCost], set[str]]:
+    """The history of `db`, each planned cell's cost, and the cells that are a skip here (priced at nothing);
+    each cell's skip reason (None: it runs here) is put in `reasons` when given."""
+    hist = durations.read_history(db)
+    probes: dict[tuple[str, str], str | None] = {}
+    reasons = {} if reasons is None else reasons
+    for p in planned:
+        reasons[p.cell.id] = skip_reason(p, probes)
+    skips = {p.cell.id for p in planned if reasons[p.cell.id]}
+    cells = [p.cell for p in planned]
+    scen = planned_scenario_cells(scenarios, cells, lambda c: c.id in skips)
+    costs = durations.estimate_cells(cells, hist, cache_dir=cache_dir, skips=skips, scenario_cells=scen)
+    return hist, costs, skips
+
+
+def make_plan(
+    planned: list[PlannedCell],
+    budget_s: float,
+    *,
+    results_dir: Path,
+    cache_dir: Path,
+    scenarios: str,
+    budget_text: str,
+    reasons: dict[str, str | None] | None = None,
+    done: frozenset[str] = frozenset(),
+) -> NightPlan:
+    """The plan of `planned` (the collected cells) within `budget_s`, from the history of `results_dir`; each
+    cell's skip reason here is put in `reasons` when given (for the --collect-only preview)."""
+    t0 = time.perf_counter()
+    db = default_db_path(results_dir)
+    hist, costs, skips = estimate_planned(planned, db, cache_dir, scenarios, reasons)
+    for cid in done & costs.keys():  # recorded before this session (--resume): skipped at once
+        costs[cid] = durations.CellCost(0.0, "skip", "already recorded in this run (--resume)")
+        skips.add(cid)
+    cells = [p.cell for p in planned]
+    ids = [c.id for c in cells]
+    priority: dict[str, str] = {}
+    for kind, group in (("missing", hist.missing), ("failed", hist.failed), ("regressed", hist.regressed)):
+        priority.update({c: kind for c in group})  # the later kind wins: regressed over failed over missing
+    last = last_run_env(db)
+    touched: dict[str, str] = {}
+    change = "no earlier run in the history: nothing to compare"
+    if last is not None:
+        files, why_not = changes.changed_files(last.get("git_commit"))
+        now = {name: library_version(name) for name in LIBRARIES}
+        touched = changes.touched([c for c in cells if c.id not in skips], files, last.get("libraries"), now)
+        change = (
+            f"since run {last['run_id']}: {len(files)} changed file(s)"
+            + (f" ({why_not})" if why_not else "")
+            + f", {len(touched)} cell(s) touched"
+        )
+    plan = plan_night(
+        ids,
+        costs,
+        budget_s,
+        priority={c: k for c, k in priority.items() if c not in skips},
+        touched=touched,
+        last_measured={c: m.started_at for c, m in hist.measured.items()},
+    )
+    plan.extra = {
+        "budget": budget_text,
+        "history": str(db),
+        "history_runs": len({m.run_id for m in hist.measured.values()}),
+        "change": change,
+        "planned_in_s": round(time.perf_counter() - t0, 1),
+    }
+    return plan
+
+
+def apply(config, items: list, planned_of, session, done: frozenset[str] = frozenset()) -> None:
+    """Cut `items` (in place) to the plan; the plan on `session.night_plan`, its lines said at once. `done`: the
+    cells this run already recorded (--resume skips them: they cost nothing tonight)."""
+    budget_s = session.time_budget_s
+    splits = getattr(config.option, "splits", None)
+    if splits:
+        budget_s *= int(splits)
+    plan = make_plan(
+        planned_of(items),
+        budget_s,
+        results_dir=session.results_dir,
+        cache_dir=session.cache_dir,
+        scenarios=session.scenarios,
+        budget_text=session.time_budget_text + (f" x {splits} shards" if splits else ""),
+        reasons=session.skip_reasons,
+        done=done,
+    )
+    keep = set(plan.selected)
+    selected, deselected = [], []
+    for item in items:
+        p = getattr(getattr(item, "callspec", None), "params", {}).get("cell")
+        (deselected if isinstance(p, PlannedCell) and p.cell.id not in keep else selected).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected
+    session.night_plan = plan
+    for line in plan.lines(session.profile):
+        session.notice(line)
