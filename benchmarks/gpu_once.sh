@@ -17,7 +17,8 @@
 #           same artifact); then the ExecuTorch CUDA exports of yolo26n, full and backbone-only, in what is left
 #           (at most --et-budget-s), with one Inductor cache so the second reuses what the first autotuned
 #
-#   benchmarks/gpu_once.sh OUT [--call 1|2] [--wheels DIR] [--budget-s N] [--et-budget-s N] [--device-cpu]
+#   benchmarks/gpu_once.sh OUT [--call 1|2] [--wheels DIR] [--budget-s N] [--et-budget-s N] [--probe-timeout N]
+#                              [--device-cpu]
 #                              [--sizes L] [--shapes L] [--precisions L] [--batches L] [--backends L]
 #                              [--scenarios screen|n640|all|none] [--no-executorch] [--collect-only]
 #
@@ -25,6 +26,8 @@
 #   --wheels DIR    the wheel folder (default: gpu-wheels beside the repository); absent: the installed packages
 #   --device-cpu    rehearsal on a CPU: device cpu for cuda, yolo26n only, no CUDA-only backend, batch 1
 #   --collect-only  only the suite command with --collect-only: each cell's skip reason or "runs here"
+#   --probe-timeout N  seconds for a fresh artifact's load and first runs (default 120: the H200's AOTInductor
+#                   probes were still loading after a minute; a timeout prints the stack and climbs the loader rungs)
 # TensorRT and onnxruntime-gpu do not travel (their wheels are over 1 GB, a call carries 64 MiB): the kit says so;
 # README.md "On a GPU" says how to run those cells on a GPU runner with a registry.
 # $PYTHON is the interpreter (default python3). Exit status: 0 the call's records were written; 1 they were not, or
@@ -38,6 +41,7 @@ call=1
 wheels="$(dirname "$repo")/gpu-wheels"
 budget=530
 et_budget=300
+probe_timeout=120
 device=cuda
 sizes="" shapes="" precisions="" batches="" backends="" scenarios=""
 executorch=""
@@ -48,6 +52,7 @@ while [[ $# -gt 0 ]]; do
         --wheels) wheels=${2:?--wheels needs a folder}; shift 2 ;;
         --budget-s) budget=${2:?--budget-s needs seconds}; shift 2 ;;
         --et-budget-s) et_budget=${2:?--et-budget-s needs seconds}; shift 2 ;;
+        --probe-timeout) probe_timeout=${2:?--probe-timeout needs seconds}; shift 2 ;;
         --device-cpu) device=cpu; shift ;;
         --sizes) sizes=${2:?--sizes needs a list}; shift 2 ;;
         --shape|--shapes) shapes=${2:?--shapes needs a list}; shift 2 ;;
@@ -63,7 +68,7 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ -n "$out" ]] || { echo "usage: benchmarks/gpu_once.sh OUT [options] (see the header of this script)" >&2; exit 2; }
-[[ "$budget" =~ ^[0-9]+$ && "$et_budget" =~ ^[0-9]+$ ]] || { echo "gpu_once.sh: --budget-s and --et-budget-s take whole numbers" >&2; exit 2; }
+[[ "$budget" =~ ^[0-9]+$ && "$et_budget" =~ ^[0-9]+$ && "$probe_timeout" =~ ^[0-9]+$ ]] || { echo "gpu_once.sh: --budget-s, --et-budget-s and --probe-timeout take whole numbers" >&2; exit 2; }
 [[ "$call" == 1 || "$call" == 2 ]] || { echo "gpu_once.sh: --call takes 1 or 2, not $call" >&2; exit 2; }
 
 # each call's own selection, unless the command line chose
@@ -85,7 +90,7 @@ suite_cmd() {  # the suite command of this call
     echo "$py" -m pytest "$repo/suites/" --benchmark-only -p no:randomly -q --rootdir "$repo" \
         --sizes "$sizes" --shapes "$shapes" --heads e2e --precisions "$precisions" --batches "$batches" \
         --devices "$device" --backends "$backends" --timing-episodes 1 --max-time 1 --no-accuracy \
-        --scenarios "$scenarios" --no-report --no-history
+        --scenarios "$scenarios" --probe-timeout "$probe_timeout" --no-report --no-history
 }
 
 if [[ $collect_only -eq 1 ]]; then

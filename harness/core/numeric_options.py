@@ -110,6 +110,7 @@ def _number(x: float) -> str:
 _ALL = (
     # the suite (pytest suites/ ...): timing and export
     Number("--export-timeout", False, 0, 7 * 24 * 3600.0, strict=True, unit="s"),
+    Number("--probe-timeout", False, 0, 7 * 24 * 3600.0, strict=True, unit="s"),
     Number("--export-memory-gb", False, 0, MAX_GB, strict=True, unit="GB"),
     Number("--max-time", False, 0, 24 * 3600.0, strict=True, unit="s"),
     Number("--export-workers", True, 1, 256),
@@ -135,11 +136,11 @@ _ALL = (
 #: flag -> declaration, every numeric option of every command
 NUMBERS: dict[str, Number] = {n.flag: n for n in _ALL}
 #: the suite's numeric options (pytest suites/ ...)
-SUITE = _ALL[:13]
+SUITE = _ALL[:14]
 #: the options `report` shares with the suite
-REPORT = _ALL[9:13]
+REPORT = _ALL[10:14]
 #: `compare`'s
-COMPARE = _ALL[13:]
+COMPARE = _ALL[14:]
 
 
 def number(flag: str) -> Number:

@@ -156,6 +156,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "the next call, as a caching allocator does) or system (the C library's defaults)",
     )
     g.addoption("--export-timeout", default=1200.0, help="seconds per export (default 1200)")
+    g.addoption(
+        "--probe-timeout",
+        default=600.0,
+        help="seconds for a fresh artifact's load and first runs in its probe process (default 600); a probe that "
+        "outlasts it prints its stack and is a timeout (AOTInductor's loader hung for minutes on a GPU)",
+    )
     g.addoption("--export-memory-gb", help="memory limit of each export process")
     g.addoption("--refresh-cache", action="store_true", help="re-export even when the cache has the artifact")
     g.addoption(
@@ -214,6 +220,7 @@ class BenchSession:
             export_workers=opt("export_workers") or threads.physical_cores(),
             canary=not opt("no_canary"),
             export_timeout_s=opt("export_timeout"),
+            probe_timeout_s=opt("probe_timeout"),
             export_memory_gb=opt("export_memory_gb"),
             refresh_cache=opt("refresh_cache"),
             threads=self.threads,
