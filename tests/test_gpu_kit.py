@@ -109,6 +109,7 @@ def test_the_kits_second_call_runs_end_to_end_on_a_cpu(tmp_path):
 
 
 @cpu_machine
+@pytest.mark.slow
 def test_the_kit_suite_command_collects_every_cuda_cell_as_a_skip_with_its_reason():
     p = subprocess.run(
         ["bash", str(ONCE), "/nonexistent", "--collect-only"],

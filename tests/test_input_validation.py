@@ -80,13 +80,25 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a) for a, _ in BAD])
+#: the fast tier's cases (a path rule, a float range); the others
+#: are the same check on other options, each a suite process of its own, and are slow
+FAST_BAD = {"--run-id ../escaped", "--export-timeout nan"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(a, m, id=" ".join(a), marks=[] if " ".join(a) in FAST_BAD else [pytest.mark.slow])
+        for a, m in BAD
+    ],
+)
 def test_bad_value_is_one_error_line_before_any_work(tmp_path, args, message):
     error = _one_error(_pytest_suites(tmp_path, *args))
     assert message in error, error
     assert not (tmp_path / "work").exists(), "no directory is created on bad input"
 
 
+@pytest.mark.slow
 def test_the_limits_themselves_and_forced_shapes_are_accepted(tmp_path):
     """The other way: boundary values pass validation (collection only: no cell runs, nothing is written)."""
     p = _pytest_suites(
@@ -186,6 +198,7 @@ def test_every_load_path_refuses_the_payload(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_allow_unsafe_weights_lets_the_file_through_the_check_without_loading_it(tmp_path):
     pt, marker = payload_weights(tmp_path)
     p = _pytest_suites(
@@ -195,6 +208,7 @@ def test_allow_unsafe_weights_lets_the_file_through_the_check_without_loading_it
     assert not marker.exists()  # the check reads the archive's opcodes; nothing is unpickled before work
 
 
+@pytest.mark.slow
 def test_text_file_named_like_weights_is_one_error_line(tmp_path):
     w = tmp_path / "w"
     w.mkdir()

@@ -196,6 +196,7 @@ def test_record_write_error_stops_the_run_with_one_line(tmp_path):
     assert (tmp_path / "full" / "cells.jsonl").read_bytes() == b"", "the half-written record was cut off"
 
 
+@pytest.mark.slow
 def test_full_results_disk_stops_the_run_with_one_line(tmp_path):
     mount = tmp_path / "disk"
     mount.mkdir()
@@ -213,6 +214,7 @@ def test_full_results_disk_stops_the_run_with_one_line(tmp_path):
     assert "Traceback" not in out  # whichever write met the full disk (env.json or a record)
 
 
+@pytest.mark.slow
 def test_existing_run_id_is_refused_and_resume_skips_recorded_cells(tmp_path):
     run_dir = tmp_path / "r"
     first = _suite(*_gpu_cells(tmp_path, "r", "160"))

@@ -403,6 +403,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.slow
 def test_p04_a_second_run_on_a_held_id_is_refused_resume_or_not(tmp_path):
     script = tmp_path / "hold.py"
     script.write_text(_HOLDER)
@@ -529,6 +530,7 @@ def test_p05_a_sigint_reaches_a_run_started_with_it_ignored(tmp_path):
     assert "this run is incomplete: 1 of 2 cells" in cmp.stdout, cmp.stdout + cmp.stderr
 
 
+@pytest.mark.slow
 def test_p05_a_run_that_ends_whole_carries_no_mark(tmp_path):
     p = suite(*gpu_cells(tmp_path, "whole", "160,192"))
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
@@ -713,6 +715,7 @@ def test_p13_p14_a_full_results_disk_stops_appends_with_every_record_intact(tmp_
     assert 0 < out["written"] == out["read_back"] and out["whole"] and out["ends_in_newline"], out
 
 
+@pytest.mark.slow
 def test_p14_a_full_results_disk_stops_a_suite_run_with_one_line(tmp_path):
     from tests import test_records_survive
 
@@ -749,6 +752,7 @@ def test_p15_env_json_on_a_full_disk_stays_whole(tmp_path):
 
 
 @pytest.mark.parametrize("bad", ["../escaped", "a/b", ".."])
+@pytest.mark.slow
 def test_p16_a_run_id_that_escapes_the_results_dir_is_refused(tmp_path, bad):
     args = gpu_cells(tmp_path / "res", "x")
     args[args.index("--run-id") + 1] = bad
@@ -881,6 +885,7 @@ def test_p23_a_segfaulting_export_is_recorded_and_the_next_runs(tmp_path, _impor
 
 
 @pytest.mark.parametrize(("option", "value"), [("--export-timeout", "nan"), ("--rounds", "0")])
+@pytest.mark.slow
 def test_p24_an_out_of_range_option_is_one_error_line(tmp_path, option, value):
     p = suite(*gpu_cells(tmp_path / "res", "x"), option, value, timeout=120)
     assert p.returncode == 4, p.stdout + p.stderr
@@ -889,6 +894,7 @@ def test_p24_an_out_of_range_option_is_one_error_line(tmp_path, option, value):
     assert not (tmp_path / "res").exists()
 
 
+@pytest.mark.slow
 def test_p25_an_existing_run_id_without_resume_is_refused(tmp_path):
     assert suite(*gpu_cells(tmp_path, "r"), "--no-history").returncode == 0
     before = (tmp_path / "r" / "cells.jsonl").read_bytes()

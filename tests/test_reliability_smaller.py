@@ -101,6 +101,7 @@ def test_sigkill_is_out_of_memory_only_on_the_kernels_record(monkeypatch, tmp_pa
     assert classify(detail, signal="SIGKILL", status="crashed")["class"] == "killed"
 
 
+@pytest.mark.slow
 def test_a_fifo_given_as_weights_is_not_a_regular_file(tmp_path):
     w = tmp_path / "w"
     w.mkdir()
@@ -115,6 +116,7 @@ def test_a_fifo_given_as_weights_is_not_a_regular_file(tmp_path):
 
 
 @pytest.mark.parametrize(("n_shapes", "warned"), [(300, True), (100, False)])
+@pytest.mark.slow
 def test_a_very_large_plan_is_said_before_any_work(tmp_path, n_shapes, warned):
     shapes = ",".join(f"{32 + 2 * i}x64" for i in range(n_shapes))
     args = gpu_cells(tmp_path, "big", shapes)

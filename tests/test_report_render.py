@@ -740,6 +740,7 @@ def _sample_runs() -> list[Path]:
 
 
 @pytest.mark.skipif(not _sample_runs(), reason="no recorded run under results/samples/ in this checkout")
+@pytest.mark.slow
 def test_real_recorded_run_matrix_matches_its_records(tmp_path):
     for run_dir in _sample_runs():
         index = render_report([run_dir], tmp_path / run_dir.name)

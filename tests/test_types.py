@@ -27,6 +27,7 @@ def cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("mypy-cache")
 
 
+@pytest.mark.slow
 def test_the_checked_modules_type_check(cache, monkeypatch):
     monkeypatch.chdir(ROOT)
     report, status = _mypy(*CHECKED, cache=cache)

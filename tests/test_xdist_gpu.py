@@ -75,6 +75,7 @@ def run_probe(
     return proc, [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
 
 
+@pytest.mark.slow
 def test_xdist_workers_each_get_their_own_gpu(tmp_path):
     proc, seen = run_probe(tmp_path, "-n", "2", "--gpus", "5,7", plugins=("xdist",))
     assert proc.returncode == 0, proc.stdout + proc.stderr
