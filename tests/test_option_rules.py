@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.axes import SelectionError
-from harness.core.cli_args import OutputPathError, output_dir, output_file
+from harness.core.cli_args import OutputPathError, database_file, input_file, output_dir, output_file
 from harness.core.numeric_options import COMPARE, NUMBERS, REPORT, SUITE, OptionValueError
 from harness.exports.cli import main as export_main
 from harness.history.cli import main_compare, main_merge
@@ -247,3 +247,55 @@ def test_an_unwritable_output_directory_is_refused(tmp_path):
     ro.mkdir(mode=0o555)
     with pytest.raises(OutputPathError, match="not writable"):
         output_file(str(ro / "x.csv"))
+
+
+# ---- what the fuzz test found (tests/test_fuzz_options.py), kept as cases ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("shapes", "inf", "--shapes: shape 'inf'"),  # named no option
+        (
+            "shapes",
+            "9" * 5000,
+            "--shapes: shape '999",
+        ),  # int()'s ValueError: "Exceeds the limit (4300 digits)"
+        ("batches", "9" * 5000, "--batches: '999"),
+        ("batches", "\u00b2", "--batches: '\u00b2' is not a positive integer"),  # isdigit() but not int()
+    ],
+)
+def test_shapes_and_batches_text_is_one_line_naming_the_option(name, value, message):
+    given = {name: value, "force_shapes": True}
+    with pytest.raises(SelectionError) as e:
+        options.selection(lambda key: given.get(key), ("onnxruntime",), ("cpu",))
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+    # the other way: a valid list passes
+    ok = options.selection(
+        lambda key: {name: "640,32" if name == "shapes" else "1,8"}.get(key), ("onnxruntime",), ("cpu",)
+    )
+    assert ok is not None
+
+
+def test_an_over_long_output_name_is_one_line(tmp_path, capsys):
+    """Was: an OSError (File name too long) traceback from the link check."""
+    out = tmp_path / ("x" * 300)
+    with pytest.raises(OutputPathError, match="cannot be checked"):
+        output_file(str(out))
+    assert _exit_status(lambda: export_main(["--format", "csv", str(SAMPLE), "-o", str(out)])) == 2
+    _one_error(capsys, "-o")
+
+
+def test_a_fifo_as_history_or_database_is_refused_before_it_is_read(tmp_path, capsys):
+    """Was: `report --history FIFO` blocked on the read until a writer came."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputPathError, match="not a regular file"):
+        input_file(str(fifo), "--history")
+    assert report_parser().parse([str(SAMPLE), "--history", str(fifo)]) == 2
+    _one_error(capsys, "--history")
+    with pytest.raises(OutputPathError, match="not a regular file"):
+        database_file(str(fifo))
+    # the other way: a regular file is taken (what it holds is the reader's business)
+    (tmp_path / "h.json").write_text("{}")
+    assert input_file(str(tmp_path / "h.json"), "--history") == tmp_path / "h.json"
