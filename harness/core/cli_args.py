@@ -124,13 +124,14 @@ def input_file(text: str, option: str) -> Path:
 
 
 def database_file(text: str, option: str = "--db") -> Path:
-    """A database the command opens (created when missing): not a FIFO, device or directory when it exists, and
-    a usable name; whether SQLite can open it is the store's one-line error."""
+    """A database the command opens (created when missing): not a FIFO, device or socket when it exists (SQLite
+    would block on a FIFO), and a usable name; a directory, or a file SQLite cannot open, is the store's one-line
+    error with its hint (harness.history.store.open_db)."""
     if not text or "\0" in text:
         raise _refuse(option, text, "not a usable path (empty, or holding a NUL byte)")
     path = Path(text)
     try:
-        if path.exists() and not path.is_file():
+        if path.exists() and not (path.is_file() or path.is_dir()):
             raise _refuse(option, text, "exists and is not a regular file")
     except OSError as e:
         raise _refuse(option, text, f"cannot be checked ({e.strerror or e})") from None
