@@ -299,3 +299,24 @@ def test_a_fifo_as_history_or_database_is_refused_before_it_is_read(tmp_path, ca
     # the other way: a regular file is taken (what it holds is the reader's business)
     (tmp_path / "h.json").write_text("{}")
     assert input_file(str(tmp_path / "h.json"), "--history") == tmp_path / "h.json"
+
+
+def test_report_checks_every_option_before_it_reads_the_history(tmp_path, capsys):
+    """Found by the fuzz test (seed 20261126): a bad --accuracy-floor with an unreadable --history file ended in
+    the history's error, which named the file but no option."""
+    bad = tmp_path / "h.json"
+    bad.write_text("not json")
+    assert report_main([str(tmp_path / "none"), "--accuracy-floor", "inf", "--history", str(bad)]) == 2
+    assert "--accuracy-floor" in _one_error(capsys, "--accuracy-floor")
+    assert (
+        report_main([str(tmp_path / "none"), "--history", str(bad)]) == 2
+    )  # the other way: the history named
+    assert "--history" in _one_error(capsys, "--history")
+
+
+def test_a_control_character_in_a_path_stays_on_the_error_line(tmp_path, capsys):
+    """Found by the fuzz test (seed 20261126): `-o $'\\x1e/0'` printed the directory raw, and a record separator
+    is a line break to `splitlines`."""
+    assert _exit_status(lambda: export_main([str(tmp_path / "none"), "-o", "\x1e/0"])) == 2
+    err = _one_error(capsys, "-o")
+    assert len(err.splitlines()) == 1 and "\\x1e" in err

@@ -22,6 +22,12 @@ from pathlib import Path
 SCRIPT = "yolo26-bench"
 
 
+def printable(text: str) -> str:
+    """`text` on one line: every character a terminal or `splitlines` could break on (newline, carriage return,
+    the record and unit separators, ...) or would not show, escaped as Python writes it."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def prog_name() -> str:
     """How this process was called: the console script's name, or `python -m harness`."""
     return SCRIPT if Path(sys.argv[0]).name == SCRIPT else "python -m harness"
@@ -43,7 +49,7 @@ class Parser(argparse.ArgumentParser):
             return e.code if isinstance(e.code, int) else 2
 
     def error(self, message: str):  # type: ignore[override]
-        one_line = message.replace("\r", "\\r").replace("\n", "\\n")
+        one_line = printable(message)
         self.exit(2, f"{self.prog}: error: {one_line}\n")
 
 
