@@ -320,3 +320,13 @@ def test_a_control_character_in_a_path_stays_on_the_error_line(tmp_path, capsys)
     assert _exit_status(lambda: export_main([str(tmp_path / "none"), "-o", "\x1e/0"])) == 2
     err = _one_error(capsys, "-o")
     assert len(err.splitlines()) == 1 and "\\x1e" in err
+
+
+@pytest.mark.parametrize("flag", ["--camera-fps", "--min-shape", "-o"])
+def test_an_option_given_dashes_as_its_value_is_refused(tmp_path, capsys, flag):
+    """Found by the fuzz test (seed 20261127): `--camera-fps=--` was taken as the default (argparse drops a `--`
+    value before Python 3.12)."""
+    assert report_main([str(tmp_path / "none"), f"{flag}=--"]) == 2
+    assert "not '--'" in _one_error(capsys, flag)
+    # the other way: a real value passes the parser
+    assert report_parser().parse([str(SAMPLE), f"{flag}=64" if flag != "-o" else f"{flag}={tmp_path}/r"]) != 2

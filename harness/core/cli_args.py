@@ -44,9 +44,18 @@ class Parser(argparse.ArgumentParser):
         """The arguments, or the exit status when parsing ended the command (`--help`: 0; an error, already
         printed as one line: 2), so each command's `main` returns its status rather than raising SystemExit."""
         try:
+            self._refuse_dashes(sys.argv[1:] if argv is None else argv)
             return self.parse_args(argv)
         except SystemExit as e:
             return e.code if isinstance(e.code, int) else 2
+
+    def _refuse_dashes(self, argv: list[str]) -> None:
+        """`--camera-fps=--`: argparse (before Python 3.12) drops a value of `--` and takes the option's default
+        silently; an option's value is never `--`."""
+        for arg in argv:
+            flag, eq, value = arg.partition("=")
+            if eq and value == "--" and flag in self._option_string_actions:
+                self.error(f"argument {flag}: expected one argument, not '--'")
 
     def error(self, message: str):  # type: ignore[override]
         one_line = printable(message)
