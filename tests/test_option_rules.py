@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.axes import SelectionError
-from harness.core.cli_args import OutputPathError, output_dir, output_file
+from harness.core.cli_args import OutputPathError, database_file, input_file, output_dir, output_file
 from harness.core.numeric_options import COMPARE, NUMBERS, REPORT, SUITE, OptionValueError
 from harness.exports.cli import main as export_main
 from harness.history.cli import main_compare, main_merge
@@ -247,3 +247,86 @@ def test_an_unwritable_output_directory_is_refused(tmp_path):
     ro.mkdir(mode=0o555)
     with pytest.raises(OutputPathError, match="not writable"):
         output_file(str(ro / "x.csv"))
+
+
+# ---- what the fuzz test found (tests/test_fuzz_options.py), kept as cases ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("shapes", "inf", "--shapes: shape 'inf'"),  # named no option
+        (
+            "shapes",
+            "9" * 5000,
+            "--shapes: shape '999",
+        ),  # int()'s ValueError: "Exceeds the limit (4300 digits)"
+        ("batches", "9" * 5000, "--batches: '999"),
+        ("batches", "\u00b2", "--batches: '\u00b2' is not a positive integer"),  # isdigit() but not int()
+    ],
+)
+def test_shapes_and_batches_text_is_one_line_naming_the_option(name, value, message):
+    given = {name: value, "force_shapes": True}
+    with pytest.raises(SelectionError) as e:
+        options.selection(lambda key: given.get(key), ("onnxruntime",), ("cpu",))
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+    # the other way: a valid list passes
+    ok = options.selection(
+        lambda key: {name: "640,32" if name == "shapes" else "1,8"}.get(key), ("onnxruntime",), ("cpu",)
+    )
+    assert ok is not None
+
+
+def test_an_over_long_output_name_is_one_line(tmp_path, capsys):
+    """Was: an OSError (File name too long) traceback from the link check."""
+    out = tmp_path / ("x" * 300)
+    with pytest.raises(OutputPathError, match="cannot be checked"):
+        output_file(str(out))
+    assert _exit_status(lambda: export_main(["--format", "csv", str(SAMPLE), "-o", str(out)])) == 2
+    _one_error(capsys, "-o")
+
+
+def test_a_fifo_as_history_or_database_is_refused_before_it_is_read(tmp_path, capsys):
+    """Was: `report --history FIFO` blocked on the read until a writer came."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputPathError, match="not a regular file"):
+        input_file(str(fifo), "--history")
+    assert report_parser().parse([str(SAMPLE), "--history", str(fifo)]) == 2
+    _one_error(capsys, "--history")
+    with pytest.raises(OutputPathError, match="not a regular file"):
+        database_file(str(fifo))
+    # the other way: a regular file is taken (what it holds is the reader's business)
+    (tmp_path / "h.json").write_text("{}")
+    assert input_file(str(tmp_path / "h.json"), "--history") == tmp_path / "h.json"
+
+
+def test_report_checks_every_option_before_it_reads_the_history(tmp_path, capsys):
+    """Found by the fuzz test (seed 20261126): a bad --accuracy-floor with an unreadable --history file ended in
+    the history's error, which named the file but no option."""
+    bad = tmp_path / "h.json"
+    bad.write_text("not json")
+    assert report_main([str(tmp_path / "none"), "--accuracy-floor", "inf", "--history", str(bad)]) == 2
+    assert "--accuracy-floor" in _one_error(capsys, "--accuracy-floor")
+    assert (
+        report_main([str(tmp_path / "none"), "--history", str(bad)]) == 2
+    )  # the other way: the history named
+    assert "--history" in _one_error(capsys, "--history")
+
+
+def test_a_control_character_in_a_path_stays_on_the_error_line(tmp_path, capsys):
+    """Found by the fuzz test (seed 20261126): `-o $'\\x1e/0'` printed the directory raw, and a record separator
+    is a line break to `splitlines`."""
+    assert _exit_status(lambda: export_main([str(tmp_path / "none"), "-o", "\x1e/0"])) == 2
+    err = _one_error(capsys, "-o")
+    assert len(err.splitlines()) == 1 and "\\x1e" in err
+
+
+@pytest.mark.parametrize("flag", ["--camera-fps", "--min-shape", "-o"])
+def test_an_option_given_dashes_as_its_value_is_refused(tmp_path, capsys, flag):
+    """Found by the fuzz test (seed 20261127): `--camera-fps=--` was taken as the default (argparse drops a `--`
+    value before Python 3.12)."""
+    assert report_main([str(tmp_path / "none"), f"{flag}=--"]) == 2
+    assert "not '--'" in _one_error(capsys, flag)
+    # the other way: a real value passes the parser
+    assert report_parser().parse([str(SAMPLE), f"{flag}=64" if flag != "-o" else f"{flag}={tmp_path}/r"]) != 2

@@ -22,6 +22,12 @@ from pathlib import Path
 SCRIPT = "yolo26-bench"
 
 
+def printable(text: str) -> str:
+    """`text` on one line: every character a terminal or `splitlines` could break on (newline, carriage return,
+    the record and unit separators, ...) or would not show, escaped as Python writes it."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def prog_name() -> str:
     """How this process was called: the console script's name, or `python -m harness`."""
     return SCRIPT if Path(sys.argv[0]).name == SCRIPT else "python -m harness"
@@ -38,12 +44,21 @@ class Parser(argparse.ArgumentParser):
         """The arguments, or the exit status when parsing ended the command (`--help`: 0; an error, already
         printed as one line: 2), so each command's `main` returns its status rather than raising SystemExit."""
         try:
+            self._refuse_dashes(sys.argv[1:] if argv is None else argv)
             return self.parse_args(argv)
         except SystemExit as e:
             return e.code if isinstance(e.code, int) else 2
 
+    def _refuse_dashes(self, argv: list[str]) -> None:
+        """`--camera-fps=--`: argparse (before Python 3.12) drops a value of `--` and takes the option's default
+        silently; an option's value is never `--`."""
+        for arg in argv:
+            flag, eq, value = arg.partition("=")
+            if eq and value == "--" and flag in self._option_string_actions:
+                self.error(f"argument {flag}: expected one argument, not '--'")
+
     def error(self, message: str):  # type: ignore[override]
-        one_line = message.replace("\r", "\\r").replace("\n", "\\n")
+        one_line = printable(message)
         self.exit(2, f"{self.prog}: error: {one_line}\n")
 
 
@@ -124,13 +139,14 @@ def input_file(text: str, option: str) -> Path:
 
 
 def database_file(text: str, option: str = "--db") -> Path:
-    """A database the command opens (created when missing): not a FIFO, device or directory when it exists, and
-    a usable name; whether SQLite can open it is the store's one-line error."""
+    """A database the command opens (created when missing): not a FIFO, device or socket when it exists (SQLite
+    would block on a FIFO), and a usable name; a directory, or a file SQLite cannot open, is the store's one-line
+    error with its hint (harness.history.store.open_db)."""
     if not text or "\0" in text:
         raise _refuse(option, text, "not a usable path (empty, or holding a NUL byte)")
     path = Path(text)
     try:
-        if path.exists() and not path.is_file():
+        if path.exists() and not (path.is_file() or path.is_dir()):
             raise _refuse(option, text, "exists and is not a regular file")
     except OSError as e:
         raise _refuse(option, text, f"cannot be checked ({e.strerror or e})") from None

@@ -115,23 +115,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
     from harness.report.render import render_report
 
+    try:  # every option before any file is read
+        floors = accuracy_floors(args.accuracy_floor)
+        cons = constraints(args, floors)
+    except ValueError as e:
+        print(f"report: {e}", file=sys.stderr)
+        return 2
     history = None
     if args.history:
         try:
             history = json.loads(args.history.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:  # ValueError: not JSON, not UTF-8
-            print(f"report: cannot read history {args.history}: {_one_line(e)}", file=sys.stderr)
+            print(f"report: --history {args.history}: cannot read it: {_one_line(e)}", file=sys.stderr)
             return 2
-    try:
-        floors = accuracy_floors(args.accuracy_floor)
-    except ValueError as e:
-        print(f"report: {e}", file=sys.stderr)
-        return 2
-    try:
-        cons = constraints(args, floors)
-    except ValueError as e:
-        print(f"report: {e}", file=sys.stderr)
-        return 2
     try:
         index = render_report(args.results, args.out, history, cons=cons)
     except (OSError, ValueError) as e:
