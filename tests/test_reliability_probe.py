@@ -447,7 +447,7 @@ def test_p04_import_says_so_when_a_run_holds_two_records_of_one_cell(tmp_path, c
 
 
 #: the cells a run holds (of the 2 it plans) when the signal comes at each moment (tests/interrupt_after.py)
-_RECORDED_AT = {"between": 1, "skip": 1, "summary": 2, "ended": 2, "worker": 0}
+_RECORDED_AT = {"between": 1, "finalizer": 1, "skip": 1, "summary": 2, "ended": 2, "worker": 0}
 
 
 def _cpu_cells(results: Path, run_id: str) -> list[str]:
