@@ -6,6 +6,8 @@ Loaded into a suite run with `-p tests.interrupt_after`; YOLO26_TEST_INTERRUPT n
 YOLO26_TEST_INTERRUPT_AT the moment (default `between`):
 
   between   the first cell's test has ended (its last report logged) and the next one has not started
+  finalizer the same moment, but the signal is handled inside a finalizer (`__del__`), where Python prints the
+            KeyboardInterrupt as "Exception ignored" and drops it
   skip      pytest is turning the first cell's skip into its report
   summary   the end-of-run summary has begun (every cell has run)
   ended     the run's end has just been written to env.json, as whole; the history import has not begun
@@ -30,7 +32,7 @@ import pytest
 ENV = "YOLO26_TEST_INTERRUPT"
 AT_ENV = "YOLO26_TEST_INTERRUPT_AT"
 LOG_ENV = "YOLO26_TEST_INTERRUPT_LOG"
-MOMENTS = ("between", "skip", "summary", "ended", "worker")
+MOMENTS = ("between", "finalizer", "skip", "summary", "ended", "worker")
 #: how long the `worker` hook waits for the handler before going on (only reached when no handler runs at all)
 HANDLED_WAIT_S = 120.0
 
@@ -115,9 +117,18 @@ class _Subprocess:
         return getattr(subprocess, name)
 
 
+class _SendsOnCollection:
+    """An object whose finalizer sends the signal: the handler's KeyboardInterrupt is raised in `__del__`."""
+
+    def __del__(self) -> None:
+        _send()
+
+
 def pytest_runtest_logfinish(nodeid: str, location) -> None:
     if _at("between"):
         _send()
+    if _at("finalizer") and not _sent:
+        _SendsOnCollection()  # dropped at once: its __del__ runs here
 
 
 @pytest.hookimpl(wrapper=True)

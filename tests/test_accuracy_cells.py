@@ -70,6 +70,7 @@ def test_random_weights_and_switched_off_accuracy_are_nulls_with_reasons(tmp_pat
     assert "--no-accuracy" in rec.null_reasons["accuracy"]
 
 
+@pytest.mark.process
 def test_tiers():
     assert per_cell.tier(1.0) == per_cell.tier(0.99) == "within 99%"
     assert per_cell.tier(0.985) == "within 95%"

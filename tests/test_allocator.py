@@ -43,6 +43,7 @@ def _probe(policy: str) -> dict:
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt thresholds are glibc's")
+@pytest.mark.process
 def test_retain_keeps_freed_memory_for_the_next_round_and_system_gives_it_back():
     retain, system = _probe("retain"), _probe("system")
     pages = 48 * 2**20 / 4096
@@ -60,6 +61,7 @@ def test_an_unknown_policy_is_one_line_naming_the_valid_ones():
     assert allocator.parse(" Retain ") == "retain"
 
 
+@pytest.mark.process
 def test_env_json_records_the_policy(tmp_path):
     from harness.core import envinfo
     from harness.measure import machine

@@ -114,6 +114,7 @@ def test_inductor_needs_triton_on_cuda(monkeypatch):
     )
 
 
+@pytest.mark.process
 def test_inductor_needs_a_cpp_compiler_on_cpu(monkeypatch):
     from torch._inductor import cpp_builder
 

@@ -37,6 +37,7 @@ def _pytest_suites(*args, cwd=REPO, timeout=600):
         (["--profile", "weekly"], "--profile: unknown 'weekly'; valid: quick, default, nightly"),
     ],
 )
+@pytest.mark.process
 def test_bad_selection_is_one_error_line(args, message, tmp_path):
     p = _pytest_suites(*args, "--results-dir", str(tmp_path / "res"))
     assert p.returncode == 4, p.stdout + p.stderr
@@ -45,6 +46,7 @@ def test_bad_selection_is_one_error_line(args, message, tmp_path):
     assert not (tmp_path / "res").exists(), "no work starts on bad input"
 
 
+@pytest.mark.process
 def test_missing_weights_file_is_one_error_line(tmp_path):
     (tmp_path / "w").mkdir()
     p = _pytest_suites(
@@ -66,6 +68,7 @@ def test_unreadable_weights_file_is_one_error_line(tmp_path):
     assert p.returncode == 4 and "is not readable" in p.stderr
 
 
+@pytest.mark.process
 def test_unwritable_results_dir_is_one_error_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a dir")

@@ -47,6 +47,7 @@ def run(script: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(script), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.process
 def test_help_lists_every_command(script, tmp_path):
     p = run(script, "--help", cwd=tmp_path)
     assert p.returncode == 0
@@ -56,6 +57,7 @@ def test_help_lists_every_command(script, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["report", "import", "compare", "merge", "export"])
+@pytest.mark.process
 def test_each_command_has_help(script, tmp_path, name):
     p = run(script, name, "--help", cwd=tmp_path)
     # issue 39: report, import, compare and merge once said `usage: python -m harness ...` under the script
@@ -64,6 +66,7 @@ def test_each_command_has_help(script, tmp_path, name):
     )
 
 
+@pytest.mark.process
 def test_run_help_shows_the_plugins_options(script, tmp_path):
     p = run(script, "run", "--help", cwd=tmp_path)
     assert p.returncode == 0
@@ -71,11 +74,13 @@ def test_run_help_shows_the_plugins_options(script, tmp_path):
     assert "--profile" in p.stdout and "--cache-dir" in p.stdout  # cut from the plugin's own `pytest --help`
 
 
+@pytest.mark.process
 def test_unknown_command_is_status_2(script, tmp_path):
     p = run(script, "frobnicate", cwd=tmp_path)
     assert p.returncode == 2 and "unknown command 'frobnicate'" in p.stderr
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("typed", "meant"), [("reprot", "report"), ("mrege", "merge"), ("exprot", "export")])
 def test_unknown_command_is_one_line_with_the_nearest_name(script, tmp_path, typed, meant):
     """Issue 39: `yolo26-bench bogus` printed 12 lines (the whole usage)."""
@@ -84,6 +89,7 @@ def test_unknown_command_is_one_line_with_the_nearest_name(script, tmp_path, typ
     assert p.stderr.count("\n") == 1 and f"did you mean {meant!r}" in p.stderr, p.stderr
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "args", [["--help"], ["report", "--help"], ["export", "--format", "csv", str(SAMPLE)]]
 )
@@ -110,6 +116,7 @@ def test_a_closed_stdout_ends_quietly(script, tmp_path, args):
     assert p.returncode in (0, 141) if "--help" in args else p.returncode == 141
 
 
+@pytest.mark.process
 def test_console_command_reports_and_exports_a_run(script, tmp_path):
     p = run(script, "report", str(SAMPLE), "-o", str(tmp_path / "reports"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
@@ -121,6 +128,7 @@ def test_console_command_reports_and_exports_a_run(script, tmp_path):
     assert "yolo26n-detect-e2e-onnxruntime-cpu-320x320-b1-fp32" in doc
 
 
+@pytest.mark.process
 def test_module_and_script_share_one_entry_point(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     p = subprocess.run(

@@ -155,6 +155,7 @@ def test_the_kit_suite_command_collects_every_cuda_cell_as_a_skip_with_its_reaso
 
 
 @cpu_machine
+@pytest.mark.process
 def test_gpu_check_self_check_only_exits_with_its_no_gpu_status(tmp_path):
     p = subprocess.run(
         [
@@ -173,6 +174,7 @@ def test_gpu_check_self_check_only_exits_with_its_no_gpu_status(tmp_path):
     assert "gpu_check: cannot run: no CUDA device visible to torch" in p.stdout
 
 
+@pytest.mark.process
 def test_bad_kit_arguments_are_one_clear_error_line(tmp_path):
     for args, phrase in (
         ([], "usage: benchmarks/gpu_once.sh OUT"),
@@ -213,6 +215,7 @@ def test_the_wheel_list_pins_what_the_gpu_machine_lacks_and_nothing_it_has():
     )
 
 
+@pytest.mark.process
 def test_gpu_wheels_downloads_pinned_cp312_manylinux_wheels_with_hashes(tmp_path):
     p = subprocess.run(
         ["bash", str(WHEELS), "--dest", str(tmp_path / "w"), "--dry-run"],
@@ -234,6 +237,7 @@ def test_gpu_wheels_downloads_pinned_cp312_manylinux_wheels_with_hashes(tmp_path
     assert re.search(r"repository [\d.]+ MB \+ wheels 0\.0 MB", p.stdout)
 
 
+@pytest.mark.process
 def test_gpu_wheels_size_check_both_ways(tmp_path):
     dest = tmp_path / "w"
     dest.mkdir()

@@ -92,6 +92,7 @@ FAST_BAD = {"--run-id ../escaped", "--export-timeout nan"}
         for a, m in BAD
     ],
 )
+@pytest.mark.process
 def test_bad_value_is_one_error_line_before_any_work(tmp_path, args, message):
     error = _one_error(_pytest_suites(tmp_path, *args))
     assert message in error, error
@@ -173,6 +174,7 @@ def test_the_payload_is_live_under_a_full_unpickle(tmp_path):
     assert marker.exists()
 
 
+@pytest.mark.process
 def test_pickle_payload_weights_never_run_and_are_one_error_line(tmp_path):
     pt, marker = payload_weights(tmp_path)
     error = _one_error(_pytest_suites(tmp_path, "--weights-dir", str(pt.parent), "--sizes", "n"))
@@ -180,6 +182,7 @@ def test_pickle_payload_weights_never_run_and_are_one_error_line(tmp_path):
     assert not marker.exists() and not (tmp_path / "work").exists()
 
 
+@pytest.mark.process
 def test_every_load_path_refuses_the_payload(tmp_path):
     """load_yolo is what the export workers, the torch backends and the parity references load through."""
     pt, marker = payload_weights(tmp_path)

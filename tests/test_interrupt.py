@@ -32,6 +32,7 @@ def handlers():
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.process
 def test_a_signal_raises_at_once_and_is_noted(handlers, sig):
     assert interrupt.install()
     interrupt.check()  # the other way: nothing received, nothing raised
@@ -43,6 +44,7 @@ def test_a_signal_raises_at_once_and_is_noted(handlers, sig):
         interrupt.check()  # and at every safe point after, even if the first KeyboardInterrupt was lost
 
 
+@pytest.mark.process
 def test_a_deferred_section_is_not_cut_and_the_next_safe_point_raises(handlers):
     ended = []
     interrupt.install(on_signal=lambda: ended.append("workers"))
@@ -55,6 +57,7 @@ def test_a_deferred_section_is_not_cut_and_the_next_safe_point_raises(handlers):
         interrupt.check()
 
 
+@pytest.mark.process
 def test_another_threads_section_does_not_defer_the_main_thread(handlers):
     interrupt.install()
     inside, leave = threading.Event(), threading.Event()
@@ -95,6 +98,7 @@ def test_only_the_main_thread_installs(handlers):
     assert out == [False]
 
 
+@pytest.mark.process
 def test_no_worker_starts_once_the_run_was_told_to_stop(handlers, tmp_path, monkeypatch):
     from tests.test_isolation import export
 

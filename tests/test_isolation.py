@@ -51,10 +51,12 @@ def assert_ok_export_still_works(tmp_path: Path) -> None:
     assert ok.info["pid"] != os.getpid()
 
 
+@pytest.mark.process
 def test_ok_backend_exports_in_a_child_process(tmp_path):
     assert_ok_export_still_works(tmp_path)
 
 
+@pytest.mark.process
 def test_segfault_is_recorded_as_crashed_with_its_signal(tmp_path):
     outcome = export("test-segv", tmp_path, timeout_s=60)
     assert outcome.status == "crashed"
@@ -73,6 +75,7 @@ def test_segfault_is_recorded_as_crashed_with_its_signal(tmp_path):
 
 
 @pytest.mark.timing
+@pytest.mark.process
 def test_hang_is_killed_at_the_timeout(tmp_path):
     t0 = time.perf_counter()
     outcome = export("test-hang", tmp_path, timeout_s=3)
@@ -85,6 +88,7 @@ def test_hang_is_killed_at_the_timeout(tmp_path):
     assert_ok_export_still_works(tmp_path)
 
 
+@pytest.mark.process
 def test_memory_limit_stops_a_runaway_export(tmp_path):
     outcome = export("test-oom", tmp_path, timeout_s=120, memory_limit_gb=1.0)
     assert outcome.status in ("crashed", "export_failed"), outcome

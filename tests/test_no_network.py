@@ -170,6 +170,7 @@ def test_no_network_attempt_from_native_code(watched_run):
     assert native_hits == [], "network attempts:\n" + "\n".join(native_hits[:20])
 
 
+@pytest.mark.process
 def test_the_watcher_sees_an_attempt(tmp_path):
     """The other way: the watcher records an attempt and refuses it (so an empty log means none was made)."""
     site = tmp_path / "site"

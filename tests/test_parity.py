@@ -264,6 +264,7 @@ def test_report_shows_metrics_per_cell_marks_the_failure_and_reads_older_records
     assert old.one("div", data_metric="rel_l2").attrs["class"] == "metric"
 
 
+@pytest.mark.process
 def test_invalid_knob_stops_the_suite_with_one_error_line(tmp_path, monkeypatch):
     from tests.test_cli_input import _pytest_suites
 

@@ -145,6 +145,7 @@ except RecordWriteError as e:
 """
 
 
+@pytest.mark.process
 def test_a_full_disk_stops_appends_with_the_file_intact(tmp_path):
     mount = tmp_path / "disk"
     mount.mkdir()
@@ -182,6 +183,7 @@ def _gpu_cells(results: Path, run_id: str, shapes: str = "160") -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.process
 def test_record_write_error_stops_the_run_with_one_line(tmp_path):
     env = dict(os.environ, YOLO26_TEST_ENOSPC_AFTER="0")
     p = _suite("-p", "tests.write_faults", *_gpu_cells(tmp_path, "full", "160,192"), env=env)

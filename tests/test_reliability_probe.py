@@ -164,6 +164,7 @@ run_export(req, out / "export.log", timeout_s=3600, imports=("tests.fault_backen
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.process
 def test_p03_a_worker_dies_with_its_parent(tmp_path, how):
     script = tmp_path / "parent.py"
     script.write_text(_PARENT)
@@ -186,6 +187,7 @@ def test_p03_a_worker_dies_with_its_parent(tmp_path, how):
             kill_quietly(w)
 
 
+@pytest.mark.process
 def test_p03_a_worker_enforces_its_own_time_limit(tmp_path):
     req = write_json(tmp_path / "req.json", request_payload("test-hang", tmp_path / "out", time_limit_s=2))
     t0 = time.monotonic()
@@ -252,6 +254,7 @@ print(json.dumps({"outcome": asdict(o), "class": f["class"], "left": sorted(p.na
 """
 
 
+@pytest.mark.process
 def test_p06_a_worker_that_cannot_write_its_result_reports_the_os_error(tmp_path):
     mount = tmp_path / "disk"
     mount.mkdir()
@@ -330,6 +333,7 @@ def _history_case(tmp_path: Path, case: str) -> tuple[list[str], dict]:
 
 @pytest.mark.parametrize("case", ["directory", "not-sqlite", "env-in-missing-dir"])
 @pytest.mark.parametrize("command", ["import", "compare"])
+@pytest.mark.process
 def test_p07_history_commands_end_in_one_line_not_a_traceback(tmp_path, case, command):
     run = _run(tmp_path, "box", 1)
     args, env = _history_case(tmp_path, case)
@@ -373,6 +377,7 @@ except RunClaimed as e:
 """
 
 
+@pytest.mark.process
 def test_p04_runs_started_together_on_one_id_one_wins_the_others_name_it(tmp_path):
     script = tmp_path / "claim.py"
     script.write_text(_CLAIMER)
@@ -442,7 +447,7 @@ def test_p04_import_says_so_when_a_run_holds_two_records_of_one_cell(tmp_path, c
 
 
 #: the cells a run holds (of the 2 it plans) when the signal comes at each moment (tests/interrupt_after.py)
-_RECORDED_AT = {"between": 1, "skip": 1, "summary": 2, "ended": 2, "worker": 0}
+_RECORDED_AT = {"between": 1, "finalizer": 1, "skip": 1, "summary": 2, "ended": 2, "worker": 0}
 
 
 def _cpu_cells(results: Path, run_id: str) -> list[str]:
@@ -609,6 +614,7 @@ with cache.locked(cache.entry_dir("cell", "2" * 64), 10):
 """
 
 
+@pytest.mark.process
 def test_p11_two_processes_sharing_a_cache_entry_take_turns(tmp_path):
     from filelock import Timeout
 
@@ -708,6 +714,7 @@ def _on_tmpfs(tmp_path: Path, size: str, script_text: str) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.process
 def test_p13_p14_a_full_results_disk_stops_appends_with_every_record_intact(tmp_path):
     out = _on_tmpfs(tmp_path, "32k", _FILL_RECORDS)
     assert out["error"] and "No space left on device" in out["error"], out
@@ -745,6 +752,7 @@ print(json.dumps({"error": err, "env": json.loads((d / "env.json").read_text()),
 """
 
 
+@pytest.mark.process
 def test_p15_env_json_on_a_full_disk_stays_whole(tmp_path):
     out = _on_tmpfs(tmp_path, "64k", _ENV_ON_FULL_DISK)
     assert out["error"] and "No space left on device" in out["error"] and "env.json" in out["error"], out
@@ -788,6 +796,7 @@ def test_p17_a_pickle_payload_given_as_weights_never_runs(tmp_path):
     assert marker.exists()
 
 
+@pytest.mark.process
 def test_p18_no_telemetry_leaves_a_harness_process(tmp_path):
     code = (
         "import json, os, harness\n"
@@ -869,12 +878,14 @@ def _importable_tests(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
 
 
+@pytest.mark.process
 def test_p22_a_hung_export_is_killed_at_its_timeout(tmp_path, _importable_tests):
     o = _isolated("test-hang", tmp_path, 3)
     assert o.status == "timeout" and "exceeded the 3 s timeout" in o.message
     assert "killed after the 3 s timeout" in Path(o.log).read_text()
 
 
+@pytest.mark.process
 def test_p23_a_segfaulting_export_is_recorded_and_the_next_runs(tmp_path, _importable_tests):
     from harness.diagnosis.classify import classify
 
@@ -905,6 +916,7 @@ def test_p25_an_existing_run_id_without_resume_is_refused(tmp_path):
     assert (tmp_path / "r" / "cells.jsonl").read_bytes() == before
 
 
+@pytest.mark.process
 def test_p26_two_importers_at_once_leave_a_consistent_database(tmp_path):
     db = tmp_path / "h.sqlite"
     runs = [_run(tmp_path / str(i), f"box-{i}", i) for i in (1, 2)]

@@ -24,6 +24,7 @@ from tests.reliability_helpers import FAULTS, alive, children, gpu_cells, kill_q
 CELL_160 = Cell("n", "detect", "e2e", "onnxruntime", "cuda", Shape(160, 160))
 
 
+@pytest.mark.process
 def test_the_torn_line_notice_is_shown_under_quiet(tmp_path):
     run_dir = tmp_path / "torn"
     run_dir.mkdir()
@@ -61,6 +62,7 @@ def _importable_tests(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
 
 
+@pytest.mark.process
 def test_a_worker_killed_from_outside_is_killed_not_out_of_memory(tmp_path, _importable_tests):
     before = set(children(os.getpid()))
     got = {}

@@ -184,6 +184,7 @@ def test_slowdown_knob_stretches_only_the_named_backend(tmp_path, cache_dir, mon
         slowdown_factors("a=0.5")
 
 
+@pytest.mark.process
 def test_env_json_has_machine_and_versions(tmp_path):
     from harness.core import envinfo
     from harness.measure import machine

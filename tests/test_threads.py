@@ -175,6 +175,7 @@ def test_ultralytics_select_device_gets_the_budget_during_export(restore_budget)
     assert torch.get_num_threads() == saved
 
 
+@pytest.mark.process
 def test_subprocesses_inherit_the_budget_before_ultralytics_sets_its_default(restore_budget):
     """Export and probe processes inherit the budget through the environment, ahead of ultralytics' OMP default."""
     threads.set_budget(2)  # ultralytics' default, when OMP_NUM_THREADS is unset, is 1
@@ -187,6 +188,7 @@ def test_subprocesses_inherit_the_budget_before_ultralytics_sets_its_default(res
     assert out.stdout.split() == ["2", "2", "2"]
 
 
+@pytest.mark.process
 def test_worker_applies_the_inherited_budget(tmp_path, restore_budget):
     """The isolated worker puts the inherited budget into its own environment and torch before any work."""
     threads.set_budget(2)
@@ -225,6 +227,7 @@ def test_budget_parses_within_the_limit():
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two", str(4 * (os.cpu_count() or 1) + 1)])
+@pytest.mark.process
 def test_bad_threads_option_is_one_error_line(value, tmp_path):
     p = subprocess.run(
         [
@@ -249,6 +252,7 @@ def test_bad_threads_option_is_one_error_line(value, tmp_path):
     assert not (tmp_path / "res").exists(), "no work starts on bad input"
 
 
+@pytest.mark.process
 def test_env_json_threads(restore_budget):
     env = envinfo.collect("r1", facts=machine.facts(threads=3, threads_source="--threads"))
     t = env["threads"]

@@ -48,6 +48,7 @@ def test_there_are_workflows():
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+@pytest.mark.process
 def test_workflow_passes_actionlint(workflow):
     errors = lint(workflow)
     assert errors == [], "\n".join(
@@ -55,6 +56,7 @@ def test_workflow_passes_actionlint(workflow):
     )
 
 
+@pytest.mark.process
 def test_broken_workflow_fails_actionlint(tmp_path):
     errors = lint(BROKEN)
     assert {(e["kind"], e["line"]) for e in errors} == {
@@ -110,6 +112,7 @@ def publish(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(PUBLISH), *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.process
 def test_publish_dry_run_lists_the_site_and_writes_nothing(tmp_path):
     site = tmp_path / "site"
     p = publish("--dry-run", str(SAMPLE_REPORT), str(site))
@@ -119,6 +122,7 @@ def test_publish_dry_run_lists_the_site_and_writes_nothing(tmp_path):
     assert not site.exists()
 
 
+@pytest.mark.process
 def test_publish_builds_the_site(tmp_path):
     site = tmp_path / "site"
     p = publish(str(SAMPLE_REPORT), str(site))
@@ -129,6 +133,7 @@ def test_publish_builds_the_site(tmp_path):
     assert publish(str(SAMPLE_REPORT), str(site)).returncode == 2  # never over an earlier site
 
 
+@pytest.mark.process
 def test_publish_refuses_what_is_not_a_report(tmp_path):
     p = publish(str(tmp_path), str(tmp_path / "site"))
     assert p.returncode == 2 and p.stderr.startswith("publish: ") and len(p.stderr.splitlines()) == 1

@@ -86,12 +86,14 @@ def test_xdist_workers_each_get_their_own_gpu(tmp_path):
         assert s["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 
 
+@pytest.mark.process
 def test_xdist_auto_starts_one_worker_per_gpu(tmp_path):
     proc, seen = run_probe(tmp_path, "-n", "auto", "--gpus", "3", plugins=("xdist",))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert {(s["PYTEST_XDIST_WORKER"], s["CUDA_VISIBLE_DEVICES"]) for s in seen} == {("gw0", "3")}
 
 
+@pytest.mark.process
 def test_more_workers_than_gpus_is_refused(tmp_path):
     proc, seen = run_probe(tmp_path, "-n", "2", "--gpus", "0", plugins=("xdist",))
     assert proc.returncode == 4  # pytest's usage error, before any worker starts
@@ -99,6 +101,7 @@ def test_more_workers_than_gpus_is_refused(tmp_path):
     assert seen == []
 
 
+@pytest.mark.process
 def test_pytest_split_group_takes_its_gpu(tmp_path):
     split = ("pytest_split.plugin",)
     proc, seen = run_probe(tmp_path, "--splits", "2", "--group", "2", "--gpus", "0,1", plugins=split)
@@ -109,6 +112,7 @@ def test_pytest_split_group_takes_its_gpu(tmp_path):
     assert proc.returncode == 4 and "share a GPU" in proc.stderr
 
 
+@pytest.mark.process
 def test_without_gpus_option_nothing_is_pinned(tmp_path):
     proc, seen = run_probe(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -123,6 +127,7 @@ def test_timed_cell(benchmark):
 """
 
 
+@pytest.mark.process
 def test_pytest_benchmark_times_under_pytest_split_but_not_under_xdist(tmp_path):
     """Why docs/scale-out.md shards timed suites with pytest-split: pytest-benchmark switches itself off under
     xdist (pytest_benchmark/session.py, BenchmarkSession.__init__), even with --benchmark-enable."""
