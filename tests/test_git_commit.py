@@ -9,7 +9,10 @@ import pytest
 
 from harness.core.envinfo import KIT_COMMIT_ENV, git_commit_info
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
+]
 
 
 def _git(cwd, *args):

@@ -12,6 +12,8 @@ from harness.diagnosis.native_fault import module_of, parse_fault
 from harness.diagnosis.outcome import ExportOutcome
 from tests.test_isolation import REPO, export
 
+pytestmark = pytest.mark.process  # starts worker processes
+
 # What faulthandler printed when torch's AOTInductor loader crashed, in the shape Python 3.12 prints it (the frames
 # are torch 2.11's call path from aoti_load_package to the native loader; the first GPU run had no faulthandler,
 # so this text is written from that call path, not copied from a log: SYNTHETIC).

@@ -9,6 +9,8 @@ import pytest
 from harness.backends._shared.phases import last_phase, phase
 from tests.test_isolation import REPO, export
 
+pytestmark = pytest.mark.process  # starts worker processes
+
 
 @pytest.fixture(autouse=True)
 def _importable_tests(monkeypatch):
