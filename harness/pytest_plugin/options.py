@@ -252,8 +252,8 @@ def add_report_options(group) -> None:
 def report_constraints(opt):
     """The report's constraints from the run's options (after check_numbers); one SelectionError line on a bad
     --accuracy-floor."""
+    from harness.decide.picks import Constraints
     from harness.report.cli import accuracy_floors
-    from harness.report.picks import Constraints
 
     try:
         floors = accuracy_floors(opt("accuracy_floor") or [])

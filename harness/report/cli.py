@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def constraints(args: argparse.Namespace, floors: dict[str, float]):
     """The report's constraints from its arguments; ValueError with one line on a bad value."""
-    from harness.report.picks import Constraints
+    from harness.decide.picks import Constraints
 
     if not args.camera_fps > 0:
         raise ValueError(f"--camera-fps {args.camera_fps:g}: expected a positive frame rate")
@@ -79,7 +79,7 @@ def constraints(args: argparse.Namespace, floors: dict[str, float]):
 
 def accuracy_floors(items: list[str]) -> dict[str, float]:
     """--accuracy-floor PRECISION=SHARE items over the defaults; ValueError with one line on a bad item."""
-    from harness.report.recommend import ACCURACY_FLOORS
+    from harness.decide.picks import ACCURACY_FLOORS
 
     floors = dict(ACCURACY_FLOORS)
     for item in items:
