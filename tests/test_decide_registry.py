@@ -89,7 +89,7 @@ def test_a_use_case_key_registers_once(drone):
 
 def test_every_use_case_module_registers_and_the_page_order_is_the_registry_s():
     keys = [c.key for c in registry.use_cases()]
-    assert keys[:5] == ["camera", "multi-camera", "server", "offline", "lowest-memory"]
+    assert keys[:6] == ["camera", "multi-camera", "camera-capacity", "server", "offline", "lowest-memory"]
     assert {"mobile-embedded", "cpu-edge", "gpu-latency", "gpu-throughput", "dynamic", "simplest"} <= set(
         keys
     )

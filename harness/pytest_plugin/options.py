@@ -231,7 +231,11 @@ def add_report_options(group) -> None:
     """The decision options the run forwards to the report it renders; `python -m harness report RUN` takes the
     same ones to decide again from the records (--server-bound-ms is the scenario's own option, forwarded too)."""
     group.addoption(
-        "--camera-fps", type=float, default=30.0, help="report: the camera use case's frame rate (default 30)"
+        "--camera-fps",
+        type=float,
+        default=30.0,
+        help="the camera use cases' frame rate: how many cameras each scenario cell serves at it (a search over "
+        "LoadGen MultiStream runs), and the report's camera frame time (default 30)",
     )
     group.addoption(
         "--accuracy-floor",
