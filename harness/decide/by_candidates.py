@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, replace
 
 from harness.core.record import CellRecord
-from harness.decide import paired
+from harness.decide import paired, tie_order
 from harness.decide.candidate_types import CandidateCase, Miss
 from harness.decide.candidate_types import CandidateDecision as CandidateDecision
 from harness.decide.candidate_types import Scored as Scored
@@ -138,6 +138,9 @@ def decide(
     dec.pick = ranked[0]
     dec.tied, dec.tie_reason = _ties(case, ranked)
     dec.others = [s for s in ranked[1:] if not any(s is t for t in dec.tied)]
+    if dec.tied and case.second_objective:
+        members = tie_order.order([dec.pick, *dec.tied])
+        dec.pick, dec.tied, dec.tie_advice = members[0], members[1:], tie_order.advice(members)
     dec.reason = f"the best of {len(ranked)} candidates meeting the constraints ({n} with a figure)"
     return dec
 
@@ -257,6 +260,13 @@ def _pick(s: Scored, machine: str) -> Pick:
     )
 
 
+def _tie_words(dec: CandidateDecision) -> str:
+    """What to do within the tie first (the second objective), then why they are tied."""
+    if not dec.tie_advice:
+        return dec.tie_reason
+    return f"{dec.tie_advice}. Tied: {dec.tie_reason}" if dec.tie_reason else dec.tie_advice
+
+
 def answer_of(dec: CandidateDecision) -> UseCaseAnswer:
     """The decision in the form the page's first screen and evidence section show."""
     rejections = tuple(m.rejection for m in dec.misses)
@@ -284,7 +294,7 @@ def answer_of(dec: CandidateDecision) -> UseCaseAnswer:
     if dec.tied:
         k = 1 + len(dec.tied)
         return UseCaseAnswer(
-            dec.key, title, objective, tied=tuple(picks[:k]), tie_reason=dec.tie_reason,
+            dec.key, title, objective, tied=tuple(picks[:k]), tie_reason=_tie_words(dec),
             others=tuple(picks[k:]), **base,
         )  # fmt: skip
     runner = picks[1] if len(picks) > 1 else None

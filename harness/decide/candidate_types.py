@@ -45,6 +45,8 @@ class CandidateCase:
     batch1: bool
     scenario: str
     strict_overlap: bool = False  # rate steps: intervals that touch at one end are apart
+    # within a tie, order by the second objective (harness.decide.tie_order) and advise; False: the figure's order
+    second_objective: bool = True
 
 
 @dataclass
@@ -59,6 +61,7 @@ class CandidateDecision:
     pick: Scored | None = None
     tied: list[Scored] = field(default_factory=list)  # tied with the pick (the pick not included)
     tie_reason: str = ""
+    tie_advice: str = ""  # what to do within the tie (the second objective), first on the page
     others: list[Scored] = field(default_factory=list)
     misses: list[Miss] = field(default_factory=list)
     nearest: dict | None = None

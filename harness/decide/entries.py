@@ -15,6 +15,7 @@ from harness.core.record import CellRecord
 from harness.decide.candidate_types import CandidateDecision, Scored
 from harness.decide.index import RunIndex
 from harness.decide.picks import Constraints, Pick, UseCaseAnswer
+from harness.decide.tie_order import SECOND_OBJECTIVE
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,8 @@ def entry(dec: CandidateDecision) -> dict:
         "pick": _scored(dec.pick) if dec.pick else None,
         "tied_with": [_scored(s) for s in dec.tied],
         "tie_reason": dec.tie_reason or None,
+        "tie_advice": dec.tie_advice or None,
+        "tie_order": SECOND_OBJECTIVE if dec.tied else None,
         "nearest_miss": dec.nearest,
         "reason": dec.reason,
         "screened": [

@@ -3,7 +3,8 @@
 Objective: the lowest end-to-end p99 at batch 1, any size, shape, precision and backend. Constraint: the e2e p99
 within the frame time (1000/FPS ms), then the common ones (accuracy floor, memory cap, --min-shape). Figure: the
 single-stream scenario's p99, else screened from the record's end-to-end timing. Tie rule: the paired p50 ratio's 95%
-interval for two cells timed interleaved, else the overlap of the figures' intervals.
+interval for two cells timed interleaved, else the overlap of the figures' intervals. Within a tie: the least host memory, then the simplest deployment
+(harness.decide.tie_order), said as "any of these; X if memory matters".
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Objective: the highest images/s, any batch and concurrency, any size, shape, precision and backend. Constraint: no
 latency bound (the common ones only). Figure: the offline scenario's images/s, else screened from the e2e p50. Tie
-rule: images/s intervals that overlap (the paired p50 ratio for two cells timed interleaved).
+rule: images/s intervals that overlap (the paired p50 ratio for two cells timed interleaved). Within a tie: the least host memory, then the simplest deployment
+(harness.decide.tie_order), said as "any of these; X if memory matters".
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Objective: the highest request rate (queries/s) served, any size, shape, precisi
 server scenario's percentile (p90 under short durations, p99 under MLPerf's) within the bound (--server-bound-ms, else
 the bound the run measured under), re-decided from the rates the scenario tried. Figure: the server scenario's rate,
 else screened from the e2e p50. Tie rule: rate intervals (last passing to first failing rate) that overlap, strictly
-(two intervals touching at one end are apart: one rate passed there, the other failed).
+(two intervals touching at one end are apart: one rate passed there, the other failed). Within a tie: the least host memory, then the simplest deployment
+(harness.decide.tie_order), said as "any of these; X if memory matters".
 """
 
 from __future__ import annotations
