@@ -12,7 +12,9 @@ def test_a_tie_puts_the_least_memory_first_and_says_so():
     # the same e2e timing: tied; onnxruntime comes first on the figure's order (its id), openvino is lighter
     dec = camera([cell("onnxruntime", 20.0, memory=400.0), cell("openvino", 20.0, memory=300.0)])
     assert dec.tied, "the two must be tied for this test to mean anything"
-    assert dec.pick.cand.rec.backend == "openvino" and [s.cand.rec.backend for s in dec.tied] == ["onnxruntime"]
+    assert dec.pick.cand.rec.backend == "openvino" and [s.cand.rec.backend for s in dec.tied] == [
+        "onnxruntime"
+    ]
     assert dec.tie_advice.startswith("any of these; openvino if memory matters (host peak RSS 300 MiB")
     assert answer_of(dec).tie_reason.startswith("any of these; openvino if memory matters")
 
