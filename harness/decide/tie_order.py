@@ -19,6 +19,9 @@ from harness.decide.words import fmt_num
 log = logging.getLogger(__name__)
 
 SECOND_OBJECTIVE = "least host memory, then the simplest deployment (no remedy, one artifact for every shape)"
+#: host peak RSS readings closer than this share are not a difference worth advising on (one process's RSS moves
+#: by about this much between runs of one configuration)
+MEMORY_NOISE = 0.01
 
 
 def simplicity(rec: CellRecord) -> tuple[int, int]:
@@ -38,7 +41,14 @@ def _memory(s: Scored) -> float:
 def order(members: list[Scored]) -> list[Scored]:
     """`members` (the pick and those tied with it) by the second objective; the figure's order breaks what is left."""
     at = {id(s): n for n, s in enumerate(members)}
-    return sorted(members, key=lambda s: (_memory(s), simplicity(s.cand.rec), at[id(s)]))
+    least = min(_memory(s) for s in members)
+
+    def heavier(s: Scored) -> float:
+        # within MEMORY_NOISE of the lightest is as light: the simplest deployment decides among those
+        mem = _memory(s)
+        return 0.0 if math.isfinite(least) and mem <= least * (1 + MEMORY_NOISE) else mem
+
+    return sorted(members, key=lambda s: (heavier(s), simplicity(s.cand.rec), at[id(s)]))
 
 
 def _name(s: Scored, members: list[Scored]) -> str:
@@ -52,16 +62,20 @@ def advice(members: list[Scored]) -> str:
     first = members[0]
     mems = [s.cand.memory_mib() for s in members]
     known = [m for m in mems if m is not None]
-    if mems[0] is not None and len(known) > 1 and max(known) > mems[0]:
+    lighter = mems[0] is not None and len(known) > 1 and max(known) > mems[0] * (1 + MEMORY_NOISE)
+    if lighter:
         said = (
             f"any of these; {_name(first, members)} if memory matters (host peak RSS {fmt_num(mems[0])} MiB, "
             f"the others up to {fmt_num(max(known))})"
         )
     else:
-        said = f"any of these; no host-memory difference known ({len(known)} of {len(members)} measured)"
+        said = (
+            f"any of these; no host-memory difference beyond {MEMORY_NOISE:.0%} known ({len(known)} of "
+            f"{len(members)} measured)"
+        )
     simplest = min(members, key=lambda s: simplicity(s.cand.rec))
     if simplicity(simplest.cand.rec) < simplicity(first.cand.rec):
         said += f"; {_name(simplest, members)} for the simplest deployment"
-    elif not (mems[0] is not None and len(known) > 1 and max(known) > mems[0]):
+    elif not lighter:
         said += f"; {_name(first, members)} for the simplest deployment"
     return said
