@@ -28,6 +28,7 @@ LAYERS = (
     ("harness.plan",),
     ("harness.execute",),
     ("harness.history",),
+    ("harness.decide",),
     ("harness.report",),
     ("harness.exports",),
     ("harness.pytest_plugin",),

@@ -16,8 +16,8 @@ from harness.core.cell import Cell
 from harness.core.record import RECORD_FIELDS, CellRecord, Latency, new_record
 from harness.core.record_codec import record_to_dict
 from harness.core.results_dir import Run, load_run
+from harness.decide.index import index_runs
 from harness.report.claims import CHECKS, CLAIMS_FILE, VERDICTS, Claim, evaluate, load_claims
-from harness.report.index import index_runs
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_RUN = REPO / "results" / "samples" / "2026-11-22-cpu-2core"

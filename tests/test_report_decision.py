@@ -13,15 +13,16 @@ from harness.core.cell import Cell
 from harness.core.record import CellRecord, Memory, new_record
 from harness.core.record_codec import record_to_json
 from harness.core.results_dir import Run
+from harness.decide import registry
+from harness.decide.accuracy import PUBLISHED, PUBLISHED_MAP_640, accuracy_of
+from harness.decide.by_candidates import decide
+from harness.decide.index import index_runs
+from harness.decide.picks import ACCURACY_FLOORS, Constraints
 from harness.measure.stats import latency_from_samples
-from harness.report.accuracy_known import PUBLISHED, PUBLISHED_MAP_640, accuracy_of
 from harness.report.cli import main
 from harness.report.front import non_dominated
-from harness.report.index import index_runs
-from harness.report.picks import ACCURACY_FLOORS, Constraints
-from harness.report.shipping import CASES, decide
 
-CAMERA, SERVER, OFFLINE = (next(c for c in CASES if c.key == k) for k in ("camera", "server", "offline"))
+CAMERA, SERVER, OFFLINE = (registry.get(k).case for k in ("camera", "server", "offline"))
 REF_MAP_640 = 0.30
 
 
@@ -97,9 +98,9 @@ def test_a_smaller_shape_wins_the_camera_with_its_accuracy_cost_and_loses_under_
     assert won.pick.cand.rec.height == 320
     assert "640→320: 0.900× the 640 mAP (measured, fp32 reference)" in won.pick.cand.accuracy.cost
     page = won.pick.cand.accuracy.text() + "; " + won.pick.cand.accuracy.cost
-    from harness.report.shipping import recommendation
+    from harness.decide.by_candidates import answer_of
 
-    assert "640→320: 0.900×" in recommendation(won).winner.accuracy and "640→320" in page
+    assert "640→320: 0.900×" in answer_of(won).winner.accuracy and "640→320" in page
     lost = camera(records, min_shape=640)
     assert lost.pick is None
     assert any(m.rejection.constraint == "min shape" for m in lost.misses)
@@ -308,18 +309,18 @@ def test_the_front_keeps_only_configurations_no_other_beats_on_both():
 
 
 def test_several_cameras_are_checked_at_the_camera_fps_given():
-    from harness.report.recommend import recommendations
+    from harness.decide.decision import decide as decide_all
 
     r = cell("openvino", 12.0)
     r.scenarios = {"multi-stream": {"streams": 2, "p99": 25.0, "valid": True, "p99_interval": [24.0, 26.0]}}
     idx = machine(r)
     at30 = next(
-        x for x in recommendations(idx, cons=Constraints(dict(ACCURACY_FLOORS))) if x.key == "multi-camera"
+        x for x in decide_all(idx, Constraints(dict(ACCURACY_FLOORS))).answers if x.key == "multi-camera"
     )
     assert at30.winner is not None and at30.title == "Several cameras, 30 FPS each"
     at60 = next(
         x
-        for x in recommendations(idx, cons=Constraints(dict(ACCURACY_FLOORS), camera_fps=60.0))
+        for x in decide_all(idx, Constraints(dict(ACCURACY_FLOORS), camera_fps=60.0)).answers
         if x.key == "multi-camera"
     )
     assert at60.winner is None and at60.title == "Several cameras, 60 FPS each"

@@ -10,9 +10,12 @@ from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.record import CellRecord, Memory, new_record
 from harness.core.results_dir import Run
+from harness.decide import registry
+from harness.decide.by_workload import ranked
+from harness.decide.deploy import clean_state, dynamic_inputs, simplest
+from harness.decide.index import index_runs
+from harness.decide.picks import split_ties
 from harness.measure.stats import latency_from_samples
-from harness.report.index import index_runs
-from harness.report.recommend import USE_CASES, _ranked, clean_state, dynamic_inputs, simplest, split_ties
 
 XNN_OPS = {"delegated": 500, "fallback": 0, "fallback_ops": []}
 
@@ -53,7 +56,7 @@ def indexes(*records: CellRecord):
 
 
 def cpu_edge(*records: CellRecord):
-    return _ranked(USE_CASES["cpu-edge"], indexes(*records))
+    return ranked(registry.get("cpu-edge").case, indexes(*records))
 
 
 def test_separated_intervals_name_a_winner_and_a_runner_up():
@@ -99,21 +102,21 @@ def test_latency_is_ranked_within_one_timing_scope():
         rec("torch-compile", 3.0, device="cuda"),
         rec("executorch-cuda", 0.5, device="cuda", scope="model+h2d+d2h"),
     ]
-    result = _ranked(USE_CASES["gpu-latency"], indexes(*records))
+    result = ranked(registry.get("gpu-latency").case, indexes(*records))
     assert result.winner.backend == "tensorrt" and result.runner_up.backend == "torch-compile"
     assert "timing scope model" in result.workload
     assert "executorch-cuda (model+h2d+d2h)" in result.set_aside
     # the same cell timed over the same scope competes, and wins
     same = [*records[:3], rec("executorch-cuda", 0.5, device="cuda")]
-    assert _ranked(USE_CASES["gpu-latency"], indexes(*same)).winner.backend == "executorch-cuda"
+    assert ranked(registry.get("gpu-latency").case, indexes(*same)).winner.backend == "executorch-cuda"
 
 
 def test_throughput_ties_follow_the_latency_intervals():
     a = rec("tensorrt", 4.0, device="cuda", batch=8)
     b = rec("onnxruntime", 4.01, device="cuda", batch=8)
-    assert len(_ranked(USE_CASES["gpu-throughput"], indexes(a, b)).tied) == 2
+    assert len(ranked(registry.get("gpu-throughput").case, indexes(a, b)).tied) == 2
     c = rec("onnxruntime", 8.0, device="cuda", batch=8)
-    assert _ranked(USE_CASES["gpu-throughput"], indexes(a, c)).winner.backend == "tensorrt"
+    assert ranked(registry.get("gpu-throughput").case, indexes(a, c)).winner.backend == "tensorrt"
 
 
 def test_unknown_fallback_is_not_no_fallback():
@@ -156,14 +159,14 @@ def test_unknowns_that_could_change_the_order_are_a_tie():
     )
 
 
-def test_export_only_targets_without_counts_are_not_ranked():
+def test_export_only_targets_without_counts_are_notranked():
     known = rec(
         "executorch-vulkan", None, device="vulkan", status="exported", ops={"delegated": 500, "fallback": 1}
     )
     unknown = rec("executorch-coreml", None, device="coreml", status="exported")
-    result = _ranked(USE_CASES["mobile-embedded"], indexes(known, unknown))
+    result = ranked(registry.get("mobile-embedded").case, indexes(known, unknown))
     assert result.winner.backend == "executorch-vulkan" and result.runner_up is None
-    none = _ranked(USE_CASES["mobile-embedded"], indexes(unknown))
+    none = ranked(registry.get("mobile-embedded").case, indexes(unknown))
     assert none.winner is None and "delegation count" in none.none_reason
 
 
@@ -241,7 +244,7 @@ def test_the_same_cell_above_the_floor_wins_and_a_floor_can_be_set():
     records = (_int8("openvino", 8.0, 0.96), _int8("onnxruntime", 12.0, 0.97))
     result = cpu_edge(*records)
     assert result.winner.backend == "openvino" and result.rejected is None
-    strict = _ranked(USE_CASES["cpu-edge"], indexes(*records), {"int8": 0.965})
+    strict = ranked(registry.get("cpu-edge").case, indexes(*records), {"int8": 0.965})
     assert strict.winner.backend == "onnxruntime" and "openvino int8" in strict.rejected
 
 
@@ -319,11 +322,49 @@ def scen(
     return r
 
 
-def use_case(key: str, *records: CellRecord, cap: float | None = None, floors: dict | None = None):
-    from harness.report.picks import Constraints
-    from harness.report.usecases import SCENARIO_CASES, scenario_pick
+def _scenario_only() -> dict:
+    """Camera, server and offline ranked on one workload's scenario results only, as the report did before it chose
+    from every candidate (harness.decide.by_candidates); kept here to test the scenario figures and checks."""
+    from harness.decide import figures as fig
+    from harness.decide.by_scenario import FRAME, ScenarioCase, validity
+    from harness.decide.load import number
+    from harness.decide.scenario_results import e2e_p99, e2e_p99_interval, span
 
-    case = next(c for c in SCENARIO_CASES if c.key == key)
+    return {
+        "camera": ScenarioCase(
+            key="camera", title="Camera, 30 FPS", objective="lowest end-to-end p99 at batch 1",
+            constraint=f"e2e p99 within the {FRAME} frame time", scenario="single-stream", value=e2e_p99,
+            higher_is_better=False, checks=(("frame time", fig.camera_check), validity("single-stream")),
+            interval=e2e_p99_interval, figure=fig.camera_figure, numbers=fig.camera_numbers,
+            tie_words="their e2e p99 95% intervals overlap", batch1=True,
+        ),
+        "server": ScenarioCase(
+            key="server", title="Server", objective="highest request rate (queries/s) served",
+            constraint="the server scenario's percentile within its bound at that rate", scenario="server",
+            value=lambda r: number(fig.server(r), "value"), higher_is_better=True,
+            checks=(("latency bound", fig.server_check), validity("server")),
+            interval=lambda r: span(fig.server(r), "rate_interval"), figure=fig.server_figure,
+            numbers=fig.server_numbers, tie_words="their rate intervals (last passing to first failing rate) overlap",
+            strict_overlap=True, describe=fig.server_bound,
+        ),
+        "offline": ScenarioCase(
+            key="offline", title="Offline batch processing", objective="highest images/s, any batch and concurrency",
+            constraint="no latency bound", scenario="offline", value=lambda r: number(fig.offline(r), "value"),
+            higher_is_better=True, checks=(("measured", fig.offline_check), validity("offline")),
+            interval=lambda r: span(fig.offline(r), "ips_interval"), figure=fig.offline_figure,
+            numbers=fig.offline_numbers, tie_words="their images/s intervals overlap",
+        ),
+    }  # fmt: skip
+
+
+SCENARIO_ONLY = _scenario_only()
+
+
+def use_case(key: str, *records: CellRecord, cap: float | None = None, floors: dict | None = None):
+    from harness.decide.by_scenario import scenario_pick
+    from harness.decide.picks import Constraints
+
+    case = SCENARIO_ONLY[key] if key in SCENARIO_ONLY else registry.get(key).case
     idx = indexes(*records)
     return scenario_pick(case, idx[0], idx, Constraints(floors, cap))
 
@@ -358,9 +399,9 @@ def test_camera_cell_past_the_frame_time_cannot_win_however_fast_its_model():
     result = use_case("camera", fast_model, scen("onnxruntime", 30.0))
     assert result.winner.backend == "onnxruntime"
     assert result.rejections[0].backend == "openvino" and "35.0 ms over" in result.rejections[0].why
-    assert _ranked(USE_CASES["cpu-edge"], indexes(fast_model, scen("onnxruntime", 30.0))).winner.backend == (
-        "openvino"
-    )
+    assert ranked(
+        registry.get("cpu-edge").case, indexes(fast_model, scen("onnxruntime", 30.0))
+    ).winner.backend == ("openvino")
 
 
 def test_memory_cap_rejects_the_fastest_with_its_figure():
@@ -378,7 +419,7 @@ def test_memory_cap_rejects_the_fastest_with_its_figure():
     result = use_case("camera", unknown, cells[1], cap=512)
     assert result.winner.backend == "onnxruntime" and "not known to fit" in result.rejections[0].why
     # the model-only use cases apply the cap as well
-    model_only = _ranked(USE_CASES["cpu-edge"], indexes(*cells), None, 512)
+    model_only = ranked(registry.get("cpu-edge").case, indexes(*cells), None, 512)
     assert model_only.winner.backend == "onnxruntime" and "memory cap" in model_only.rejected
 
 
@@ -436,9 +477,9 @@ def test_scenario_use_cases_keep_the_accuracy_floor():
 
 
 def test_records_without_scenarios_say_the_use_case_was_not_measured():
-    from harness.report.recommend import recommendations
+    from harness.decide.decision import decide
 
-    recs = recommendations(indexes(rec("openvino", 10.0), rec("onnxruntime", 12.0)))
+    recs = decide(indexes(rec("openvino", 10.0), rec("onnxruntime", 12.0))).answers
     by_key = {r.key: r for r in recs}
     for key in ("camera", "multi-camera", "server", "offline"):
         assert not by_key[key].measured and by_key[key].winner is None

@@ -377,8 +377,8 @@ def test_a_run_without_scenarios_says_the_use_cases_were_not_measured(tmp_path):
 def test_operator_view_is_shown_when_its_module_exists_and_left_out_when_not(tmp_path, monkeypatch):
     import sys
 
-    from harness.report.index import index_runs
-    from harness.report.load import load_runs
+    from harness.decide.index import index_runs
+    from harness.decide.load import load_runs
     from harness.report.render import operators_html
 
     indexes = index_runs(load_runs([FIXTURE]))

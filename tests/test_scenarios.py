@@ -186,7 +186,14 @@ def test_cells_of_a_workload_record_end_to_end_fields_and_scenarios(tmp_path, ca
         assert rec.null_reasons["stages_ms.h2d"] == NO_COPY_CPU
         # validity from a 0.2 s budget depends on the machine's moment: its type and rule, not its value
         assert rec.scenario == "single-stream" and isinstance(rec.scenario_result["valid"], bool)
-        assert set(rec.scenarios) == {"single-stream", "multi-stream", "server", "offline", "camera"}
+        assert set(rec.scenarios) == {
+            "single-stream",
+            "multi-stream",
+            "camera-capacity",
+            "server",
+            "offline",
+            "camera",
+        }
         for name, res in rec.scenarios.items():
             assert res["scenario"] == name and isinstance(res["valid"], bool) and res["rule"]
             # a value, or LoadGen's reason (the server: no rate VALID on a loaded machine)

@@ -79,6 +79,8 @@ class RunConfig:
     scenarios: str = "screen"
     #: the server scenario's latency bound (--server-bound-ms), at the durations' percentile
     server_bound_ms: float = 100.0
+    #: the frame rate of the camera-capacity search (--camera-fps): how many cameras a cell serves at it
+    camera_fps: float = 30.0
     #: LoadGen's minimum durations and query counts: "short" (seconds, for a CPU matrix) or "mlperf" (MLPerf's own
     #: minimums; --scenario-durations; harness.scenarios.settings)
     scenario_durations: str = "short"

@@ -247,6 +247,7 @@ def scenarios(
     p50 = rec.latency_e2e_ms.p50 if rec.latency_e2e_ms else None
     sc = ScenarioConfig(
         bound_ms=cfg.server_bound_ms,
+        camera_fps=cfg.camera_fps,
         threads=cfg.threads,
         seed=cfg.seed,
         durations=durations(cfg.scenario_durations),
@@ -254,7 +255,7 @@ def scenarios(
     )
     progress(
         f"{s.attempt.cell_id}: scenarios through MLPerf LoadGen ({cfg.scenario_durations} durations: single-stream, "
-        "multi-stream, offline, server) and the camera check"
+        "multi-stream, cameras served at --camera-fps, offline, server) and the camera check"
     )
     log_dir = cfg.run_dir / "loadgen" / s.attempt.cell_id
     try:

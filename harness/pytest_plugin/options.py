@@ -202,7 +202,10 @@ def add_report_options(group) -> None:
     # numeric options are declared as text (no `type=`) and parsed by their declaration in `numbers`: a bad
     # value is one `ERROR:` line naming the option, not argparse's usage block
     group.addoption(
-        "--camera-fps", default=30.0, help="report: the camera use case's frame rate (default 30)"
+        "--camera-fps",
+        default=30.0,
+        help="the camera use cases' frame rate: how many cameras each scenario cell serves at it (a search over "
+        "LoadGen MultiStream runs), and the report's camera frame time (default 30)",
     )
     group.addoption(
         "--accuracy-floor",
@@ -219,8 +222,8 @@ def add_report_options(group) -> None:
 def report_constraints(opt):
     """The report's constraints from the run's options (`opt` answering the parsed numbers, `with_numbers`); one
     SelectionError line on a bad --accuracy-floor."""
+    from harness.decide.picks import Constraints
     from harness.report.cli import accuracy_floors
-    from harness.report.picks import Constraints
 
     try:
         floors = accuracy_floors(opt("accuracy_floor") or [])

@@ -227,6 +227,7 @@ class BenchSession:
             e2e=not opt("no_e2e"),
             scenarios=self.scenarios,
             server_bound_ms=opt("server_bound_ms"),
+            camera_fps=opt("camera_fps"),
             scenario_durations=self.scenario_durations,
         )
         self.recorded = existing_run(config, self.run_config.run_dir, bool(opt("resume")))

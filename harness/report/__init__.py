@@ -20,7 +20,7 @@ def render_report(
 ) -> Path:
     """Render the runs in `result_dirs` side by side and return the path of the written index.html; `floors` and
     `memory_cap_mib` are the constraints every recommendation applies (accuracy floor per precision, memory cap);
-    `cons` (harness.report.picks.Constraints) all of them, the camera's frame rate, server bound and
+    `cons` (harness.decide.picks.Constraints) all of them, the camera's frame rate, server bound and
     --min-shape too, winning over the two."""
     # Imported here so that `import harness.report` (e.g. by the pytest plugin) stays cheap.
     from harness.report.render import render_report as _render

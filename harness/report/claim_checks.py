@@ -16,10 +16,11 @@ from typing import Any
 from harness.core.record import OPTIONAL_FIELDS, RECORD_FIELDS, CellRecord
 from harness.core.record_codec import section_items
 from harness.core.results_dir import dig
-from harness.report import hardware, paired
+from harness.decide import paired
+from harness.decide.index import RunIndex, workload_key
+from harness.decide.load import finite, is_failed, number, p50
+from harness.report import hardware
 from harness.report.fmt import fmt_num
-from harness.report.index import RunIndex, workload_key
-from harness.report.load import finite, is_failed, number, p50
 from harness.report.matrix import machine_label, row_label, short
 
 log = logging.getLogger(__name__)

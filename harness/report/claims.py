@@ -29,6 +29,8 @@ import yaml
 
 from harness.core.axes import SIZES, TASKS
 from harness.core.record import CellRecord
+from harness.decide.index import RunIndex
+from harness.decide.load import number, run_shape
 from harness.report import hardware
 from harness.report.claim_checks import (
     CHECKS,
@@ -48,8 +50,6 @@ from harness.report.claim_checks import (
     listing,
     ran,
 )
-from harness.report.index import RunIndex
-from harness.report.load import number, run_shape
 
 log = logging.getLogger(__name__)
 

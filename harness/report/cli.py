@@ -78,14 +78,14 @@ def build_parser() -> Parser:
 def constraints(args: argparse.Namespace, floors: dict[str, float]):
     """The report's constraints from its arguments (each number parsed by its declaration,
     harness.core.numeric_options, so out-of-range values never reach the decision)."""
-    from harness.report.picks import Constraints
+    from harness.decide.picks import Constraints
 
     return Constraints(floors, args.memory_cap, args.camera_fps, args.server_bound_ms, args.min_shape)
 
 
 def accuracy_floors(items: list[str]) -> dict[str, float]:
     """--accuracy-floor PRECISION=SHARE items over the defaults; ValueError with one line on a bad item."""
-    from harness.report.recommend import ACCURACY_FLOORS
+    from harness.decide.picks import ACCURACY_FLOORS
 
     floors = dict(ACCURACY_FLOORS)
     for item in items:

@@ -11,17 +11,14 @@ import logging
 from dataclasses import dataclass, field
 
 from harness.core.record import CellRecord
-from harness.report import nearest
-from harness.report.index import RunIndex
+from harness.decide import nearest
+from harness.decide.index import RunIndex
+from harness.decide.picks import UseCaseAnswer
+from harness.decide.registry import ALWAYS, IF_ANSWERED, use_cases
 from harness.report.matrix import machine_label
-from harness.report.picks import Recommendation
-from harness.report.usecases import SCENARIO_CASES
 
 log = logging.getLogger(__name__)
 
-#: model-only use cases shown on the first screen only when they have an answer (a pick or a tie)
-SHOWN_IF_ANSWERED = ("cpu-edge", "gpu-latency", "gpu-throughput")
-FIRST_SCREEN = (*(c.key for c in SCENARIO_CASES), "mobile-embedded", *SHOWN_IF_ANSWERED)
 SHORT = 110  # characters of a reason on the first screen; the recommendation below has the whole text
 
 
@@ -51,7 +48,7 @@ class DecisionRow:
     span: bool = False  # one answer across the machines (the use case compares them all)
 
 
-def anchor(rec: Recommendation) -> str:
+def anchor(rec: UseCaseAnswer) -> str:
     """The id of a recommendation's block in the recommendations section."""
     return f"rec-{rec.key}" + (f"-{rec.machine_pos}" if rec.machine_pos is not None else "")
 
@@ -61,7 +58,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
 
 
-def answer(rec: Recommendation) -> Answer:
+def answer(rec: UseCaseAnswer) -> Answer:
     """The first-screen form of one recommendation."""
     where = anchor(rec)
     if rec.winner is not None:
@@ -113,19 +110,22 @@ def answer(rec: Recommendation) -> Answer:
     return Answer("none", where, note=_clip(rec.none_reason or "no cell qualifies"))
 
 
-def decision_rows(recs: list[Recommendation], indexes: list[RunIndex]) -> list[DecisionRow]:
-    """The first screen's rows, in FIRST_SCREEN order: per machine for the per-machine use cases, one answer
-    across machines for the others (shown only when answered, for the model-only ones). Runs from before the
-    scenario records get one row saying the scenario use cases were not measured, not four."""
+def decision_rows(recs: list[UseCaseAnswer], indexes: list[RunIndex]) -> list[DecisionRow]:
+    """The first screen's rows, in the registry's page order: per machine for the per-machine use cases, one
+    answer across machines for the others (shown only when answered, for the model-only ones: each use case says
+    where it shows). Runs from before the scenario records get one row saying the scenario use cases were not
+    measured, not four."""
     rows = []
-    for key in FIRST_SCREEN:
+    shown = [c for c in use_cases() if c.first_screen in (ALWAYS, IF_ANSWERED)]
+    for case in shown:
+        key = case.key
         mine = [r for r in recs if r.key == key]
         if not mine:
             continue
         first = mine[0]
         row = DecisionRow(key, first.title, first.criterion, first.constraint or "")
         if first.machine_pos is None:
-            if key in SHOWN_IF_ANSWERED and first.winner is None and not first.tied:
+            if case.first_screen == IF_ANSWERED and first.winner is None and not first.tied:
                 continue
             row.answers, row.span = [answer(first)], True
         else:
@@ -135,12 +135,10 @@ def decision_rows(recs: list[Recommendation], indexes: list[RunIndex]) -> list[D
     return _fold_unmeasured(rows, indexes)
 
 
-SCENARIO_KEYS = tuple(c.key for c in SCENARIO_CASES if c.scenario)
-
-
 def _fold_unmeasured(rows: list[DecisionRow], indexes: list[RunIndex]) -> list[DecisionRow]:
     """The scenario use cases in one row when no machine measured any of them (runs from before the scenarios)."""
-    scen = [r for r in rows if r.key in SCENARIO_KEYS]
+    scenario_keys = {c.key for c in use_cases() if c.scenario}
+    scen = [r for r in rows if r.key in scenario_keys]
     if not scen or any(a.state != "not-measured" for r in scen for a in r.answers):
         return rows
     why = "no scenario records in this run (recorded before them): the model-only rows below stand in"
@@ -152,7 +150,7 @@ def _fold_unmeasured(rows: list[DecisionRow], indexes: list[RunIndex]) -> list[D
         [Answer("not-measured", scen[0].answers[0].anchor, note=why) for _ in indexes],
     )
     at = rows.index(scen[0])
-    return [*rows[:at], folded, *(r for r in rows[at:] if r.key not in SCENARIO_KEYS)]
+    return [*rows[:at], folded, *(r for r in rows[at:] if r.key not in scenario_keys)]
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from harness.report.candidates import Candidate, Figure, camera_figure, candidates, fmt, interval_text
-from harness.report.index import RunIndex
+from harness.decide.candidates import Candidate, Figure, camera_figure, candidates, fmt, interval_text
+from harness.decide.index import RunIndex
+from harness.decide.picks import Constraints
 from harness.report.matrix import machine_label
-from harness.report.picks import Constraints
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from harness.core.record import CellRecord
 from harness.core.results_dir import UNKNOWN, Run, duplicate_cells, incomplete_note
-from harness.report.index import RunIndex
+from harness.decide.index import RunIndex
 from harness.report.matrix import machine_label
 
 log = logging.getLogger(__name__)

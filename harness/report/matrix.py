@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 
 from harness.core.record import CellRecord
 from harness.core.results_dir import dig
+from harness.decide.index import DEVICE_ORDER, RunIndex, backend_order, order_key, row_key, row_sort
+from harness.decide.index import machine_label as machine_label
+from harness.decide.index import row_label as row_label
+from harness.decide.load import finite, is_failed, null_reason, number, p50, run_shape, shape_label
 from harness.report.fmt import fmt_bytes, fmt_num
-from harness.report.index import DEVICE_ORDER, RunIndex, backend_order, order_key, row_key, row_sort
-from harness.report.load import finite, is_failed, null_reason, number, p50, run_shape, shape_label
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +82,6 @@ def short(text: object, limit: int) -> str:
     """Text on one line, cut to `limit` characters."""
     s = " ".join(str(text).split())
     return s if len(s) <= limit else s[: limit - 1] + "…"
-
-
-def row_label(key: tuple) -> str:
-    """`yolo26n detect · e2e · b1 · fp32` for a row key."""
-    size, task, head, batch, prec = key
-    return f"yolo26{size} {task} · {head} · b{batch} · {prec}"
 
 
 def remedy_line(idx: RunIndex, rec: CellRecord) -> str | None:
@@ -281,14 +277,6 @@ def _shape_sort(label: str) -> tuple:
 def _entry_sort(rec: CellRecord) -> tuple:
     h, w = rec.height or 0, rec.width or 0
     return (h * w, rec.cell_id)
-
-
-def machine_label(idx: RunIndex, all_idx: list[RunIndex]) -> str:
-    """The machine name, with the run id when two rendered runs share a machine."""
-    label = idx.run.machine
-    if sum(1 for o in all_idx if o.run.machine == label) > 1:
-        label = f"{label} · {idx.run.run_id}"
-    return label
 
 
 def build_matrices(indexes: list[RunIndex], href: LogHref) -> list[MatrixView]:

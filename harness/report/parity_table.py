@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from harness.decide.index import RunIndex
+from harness.decide.load import number
 from harness.report.fmt import fmt_num
-from harness.report.index import RunIndex
-from harness.report.load import number
 from harness.report.matrix import LogHref, anchor_for, machine_label
 
 log = logging.getLogger(__name__)

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from harness.core.record import CellRecord
-from harness.report.index import RunIndex, backend_order, order_key, row_key, row_sort
-from harness.report.load import finite, number, p50
+from harness.decide.index import RunIndex, backend_order, order_key, row_key, row_sort
+from harness.decide.load import finite, number, p50
+from harness.decide.picks import ACCURACY_FLOORS
 from harness.report.matrix import row_label
-from harness.report.picks import ACCURACY_FLOORS
 from harness.report.tables import MEMORY_READERS
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ import math
 from collections.abc import Callable
 
 from harness.core.record import CellRecord
-from harness.report.index import RunIndex, backend_order, order_key, row_sort, workload_key
-from harness.report.load import number, p50, run_shape
+from harness.decide.index import RunIndex, backend_order, order_key, row_sort, workload_key
+from harness.decide.load import number, p50, run_shape
 from harness.report.matrix import machine_label, row_label
 from harness.report.plots import Palette, PlotView, log_axes, new_figure, plot_rc, to_svg
 from harness.report.scenarios import FRAME_MS, STAGES, ran_ips, result

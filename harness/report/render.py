@@ -16,25 +16,23 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from harness.core.record import CellRecord
+from harness.decide.decision import decide
+from harness.decide.index import RunIndex, index_runs
+from harness.decide.load import load_runs
+from harness.decide.picks import Constraints
 from harness.report.claims import evaluate
 from harness.report.coverage import night_coverage
 from harness.report.decision import absent_devices, anchor, decision_rows, machine_columns
-from harness.report.decision_json import decision_json
 from harness.report.fmt import Notes
 from harness.report.front import fronts
 from harness.report.header import report_id, run_header
 from harness.report.host_bound import host_bound_section
-from harness.report.index import RunIndex, index_runs
-from harness.report.load import load_runs
 from harness.report.matrix import build_folded, build_matrices
 from harness.report.parity_table import parity_rows
-from harness.report.picks import Constraints
 from harness.report.plots import all_plots, palette
 from harness.report.plots_e2e import e2e_plots
-from harness.report.recommend import recommendations
 from harness.report.relations import relations_section
 from harness.report.scenarios import e2e_rows, post_notes, scenario_rows
-from harness.report.shipping import per_machine
 from harness.report.summary import summary_json, summary_md
 from harness.report.tables import failures, has_compile_times, measured_rows, memory_sources, verdicts
 from harness.report.trends import regressions, trend_svgs
@@ -130,8 +128,8 @@ def build_content(
     color = palette(indexes)
     cons = cons or Constraints(floors, memory_cap_mib)
     memory_cap_mib = cons.memory_cap_mib
-    decisions = per_machine(indexes, cons)
-    recs = recommendations(indexes, cons=cons, decisions=decisions)
+    decided = decide(indexes, cons)
+    recs = list(decided.answers)
     rows = measured_rows(indexes, notes, href, trends, with_compile)
     decision = decision_rows(recs, indexes)
     e2e = e2e_rows(indexes, notes)
@@ -141,7 +139,7 @@ def build_content(
         "decision": decision,
         "decision_columns": machine_columns(decision, indexes),
         "constraints": cons.text(),
-        "decision_json": decision_json(decisions, recs, indexes, cons),
+        "decision_json": decided.to_json(),
         "fronts": fronts(indexes, cons),
         "absent": absent_devices(indexes),
         "memory_cap_mib": memory_cap_mib,

@@ -12,95 +12,34 @@ the run directory); and the harness's own camera check at fixed frame rates).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.core.record import CellRecord
 from harness.core.results_dir import dig
-from harness.measure.stats import Interval
+from harness.decide.index import RunIndex, backend_order, order_key, row_sort, workload_key
+from harness.decide.load import null_reason, number
+from harness.decide.scenario_results import CAMERA_FPS as CAMERA_FPS
+from harness.decide.scenario_results import FRAME_MS as FRAME_MS
+from harness.decide.scenario_results import SCENARIOS as SCENARIOS
+from harness.decide.scenario_results import any_scenarios as any_scenarios
+from harness.decide.scenario_results import e2e_p99 as e2e_p99
+from harness.decide.scenario_results import e2e_p99_interval as e2e_p99_interval
+from harness.decide.scenario_results import has_any as has_any
+from harness.decide.scenario_results import missed_share as missed_share
+from harness.decide.scenario_results import pct as pct
+from harness.decide.scenario_results import percentile_label as percentile_label
+from harness.decide.scenario_results import ran_ips as ran_ips
+from harness.decide.scenario_results import result as result
+from harness.decide.scenario_results import span as span
+from harness.decide.scenario_results import span_text as span_text
 from harness.report.fmt import Notes, Shown, fmt_num
 from harness.report.fmt import field as show_field
-from harness.report.index import RunIndex, backend_order, order_key, row_sort, workload_key
-from harness.report.load import finite, null_reason, number
 from harness.report.matrix import LogHref, machine_label, row_label
 
 log = logging.getLogger(__name__)
 
-SCENARIOS = ("single-stream", "multi-stream", "server", "offline", "camera")
 STAGES = ("preprocess", "h2d", "model", "d2h", "postprocess")
-CAMERA_FPS = 30
-FRAME_MS = 1000.0 / CAMERA_FPS  # the frame time a camera use case must keep its end-to-end p99 within
-
-
-def result(rec: CellRecord, name: str) -> dict | None:
-    """The cell's result of scenario `name`: from `scenarios`, or its own `scenario_result` when that is the one."""
-    every = rec.scenarios
-    if isinstance(every, dict) and isinstance(every.get(name), dict):
-        return every[name]
-    if rec.scenario == name and isinstance(rec.scenario_result, dict):
-        return rec.scenario_result
-    return None
-
-
-def has_any(rec: CellRecord) -> bool:
-    """Whether the record carries any scenario result (a record from before the scenarios has none)."""
-    return any(result(rec, name) is not None for name in SCENARIOS)
-
-
-def any_scenarios(indexes: list[RunIndex]) -> bool:
-    return any(has_any(r) for idx in indexes for r in idx.cells)
-
-
-def span(res: dict | None, key: str) -> Interval | None:
-    """An interval field `[lo, hi]` of a result; an open upper end (null: nothing failed above) is infinity."""
-    pair = res.get(key) if isinstance(res, dict) else None
-    if not isinstance(pair, list | tuple) or len(pair) != 2:
-        return None
-    lo, hi = pair
-    if isinstance(lo, bool) or not isinstance(lo, int | float) or not math.isfinite(lo):
-        return None
-    if hi is None:
-        return Interval(float(lo), math.inf)
-    if isinstance(hi, bool) or not isinstance(hi, int | float):
-        return None
-    return Interval(float(lo), float(hi))
-
-
-def e2e_p99(rec: CellRecord) -> float | None:
-    """The end-to-end p99 (ms) of single-stream queries, else the one of `latency_e2e_ms`."""
-    value = number(result(rec, "single-stream") or {}, "p99")
-    if value is not None:
-        return value
-    return finite(rec.latency_e2e_ms.p99) if rec.latency_e2e_ms else None
-
-
-def e2e_p99_interval(rec: CellRecord) -> Interval | None:
-    return span(result(rec, "single-stream"), "p99_interval")
-
-
-def missed_share(rec: CellRecord, fps: int = CAMERA_FPS) -> float | None:
-    """The camera check's share of frames missed at `fps` (the frame's result came after the next frame)."""
-    return number(result(rec, "camera") or {}, f"fps.{fps}.missed_share")
-
-
-def ran_ips(res: dict | None) -> float | None:
-    """Images per second a scenario delivered: its own figure, else its queries over its duration."""
-    if not res:
-        return None
-    for key in ("throughput_ips", "ips"):
-        v = number(res, key)
-        if v is not None:
-            return v
-    q, s = number(res, "queries"), number(res, "duration_s")
-    return q / s if q and s else None
-
-
-def percentile_label(res: dict | None, default: float = 0.99) -> str:
-    """`p90` or `p99`: the percentile a server or multi-stream result was judged at (`percentile`; records from
-    before LoadGen drove the scenarios were judged at the p99)."""
-    p = number(res or {}, "percentile")
-    return f"p{100 * (p if p is not None else default):g}"
 
 
 def loadgen_logs(res: dict | None) -> str | None:
@@ -108,17 +47,6 @@ def loadgen_logs(res: dict | None) -> str | None:
     lg = res.get("loadgen") if isinstance(res, dict) else None
     path = lg.get("logs") if isinstance(lg, dict) else None
     return path if isinstance(path, str) else None
-
-
-def pct(share: float | None) -> str:
-    return "n/a" if share is None else f"{100 * share:.1f}%"
-
-
-def span_text(iv: Interval | None, digits: int = 3) -> str:
-    if iv is None:
-        return ""
-    hi = "∞" if math.isinf(iv.hi) else fmt_num(iv.hi, digits)
-    return f"{fmt_num(iv.lo, digits)}–{hi}"
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import re
 from typing import Any
 
 from harness.core.results_dir import dig
-from harness.report.index import RunIndex
-from harness.report.load import finite, p50
+from harness.decide.index import RunIndex
+from harness.decide.load import finite, p50
 
 log = logging.getLogger(__name__)
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from harness.core.memory_order import dropped_figures
 from harness.core.record import CellRecord, Memory
 from harness.core.results_dir import dig
-from harness.report import paired
+from harness.decide import paired
+from harness.decide.index import REFERENCE_BACKEND, RunIndex, row_sort
+from harness.decide.load import finite, is_failed, null_reason, number, run_shape
+from harness.decide.load import p50 as model_p50
 from harness.report.fmt import Notes, Shown, derived, fmt_num
 from harness.report.fmt import field as show_field
-from harness.report.index import REFERENCE_BACKEND, RunIndex, row_sort
-from harness.report.load import finite, is_failed, null_reason, number, run_shape
-from harness.report.load import p50 as model_p50
 from harness.report.matrix import LogHref, anchor_for, machine_label, row_label
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ def _sources(rec: CellRecord) -> str:
 
 def speedup(idx: RunIndex, rec: CellRecord, notes: Notes) -> Shown:
     """torch-eager's p50 over this p50, same workload and device in the same run: the paired ratio measured
-    interleaved (harness.report.paired), with its 95% interval; the ratio of separate p50s only for cells that were
+    interleaved (harness.decide.paired), with its 95% interval; the ratio of separate p50s only for cells that were
     not timed together (said in the cell)."""
     if rec.backend == REFERENCE_BACKEND:
         return Shown("ref", 1.0)

@@ -1,5 +1,6 @@
 """Use-case scenarios of one loaded runner, driven by MLPerf LoadGen: single-stream, multi-stream, server and
-offline (harness.scenarios.results, harness.scenarios.server), and the harness's own camera check
+offline (harness.scenarios.results, harness.scenarios.server), how many cameras it serves at a frame rate
+(harness.scenarios.capacity: a search over MultiStream runs), and the harness's own camera check
 (harness.scenarios.camera: LoadGen has no such scenario).
 
 The harness provides LoadGen's system under test (the runner's end-to-end call on its streams,
@@ -22,12 +23,13 @@ from harness.measure.pipeline import for_runner
 from harness.scenarios import camera as camera_check
 from harness.scenarios import loadgen
 from harness.scenarios import server as server_scenario
+from harness.scenarios.capacity import camera_capacity
 from harness.scenarios.results import Target, multi_stream, single_stream
 from harness.scenarios.settings import LOADGEN_SCENARIOS, SHORT, Durations
 
 log = logging.getLogger(__name__)
 
-SCENARIOS = ("single-stream", "multi-stream", "server", "offline", "camera")
+SCENARIOS = ("single-stream", "multi-stream", "camera-capacity", "server", "offline", "camera")
 #: multi-stream's streams on a GPU (MLPerf's MultiStream: 8 samples per query); on a CPU, the thread budget
 GPU_STREAMS = 8
 DEFAULT_BOUND_MS = 100.0
@@ -43,6 +45,8 @@ class ScenarioConfig:
     durations: Durations = SHORT
     offline_sweep: tuple[int, ...] = (1, 2, 4)
     camera_s: float = 2.0
+    #: the frame rate the camera-capacity search keeps every camera at (--camera-fps); 0: no search
+    camera_fps: float = 30.0
     #: YOLO26_BENCH_SLOWDOWN's factor for this cell's backend: every query stretched to this many times its time
     slowdown: float = 1.0
     images: tuple[str, ...] = field(default=("bus.jpg", "zidane.jpg"))
@@ -118,6 +122,8 @@ def run_all(
     if missing:
         for name in LOADGEN_SCENARIOS:
             out[name] = skipped(name, missing)
+        if cfg.camera_fps > 0:
+            out["camera-capacity"] = skipped("camera-capacity", missing)
     else:
         target = Target(make, len(cfg.images), cell.batch, log_dir, run_dir, cfg.durations, cfg.seed)
         p50 = single_p50_ms or 10.0
@@ -126,6 +132,8 @@ def run_all(
         guarded("single-stream", lambda: single_stream(target, 0.5 * p50))
         p50 = out["single-stream"].get("p50") or p50  # LoadGen's, with the slowdown if any
         guarded("multi-stream", lambda: multi_stream(target, n, 0.5 * p50))
+        if cfg.camera_fps > 0:
+            guarded("camera-capacity", lambda: camera_capacity(target, cfg.camera_fps, 0.5 * p50))
         guarded(
             "offline",
             lambda: server_scenario.offline_sweep(target, cfg.offline_sweep, 1000.0 / p50, cfg.threads),
@@ -143,7 +151,7 @@ def run_all(
             )
 
         guarded("server", server)
-        out = {name: out[name] for name in ("single-stream", "multi-stream", "server", "offline")}
+        out = {name: out[name] for name in SCENARIOS if name in out}
     query = make(1)[0][0]
     guarded("camera", lambda: camera_check.camera(lambda: query(0), seconds=cfg.camera_s))
     return out

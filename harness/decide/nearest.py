@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from harness import backends
 from harness.core.axes import GFLOPS_640, SIZES
 from harness.core.record import CellRecord
-from harness.report.candidates import e2e, fmt, interval_text
+from harness.decide.candidates import e2e, fmt, interval_text
 
 if TYPE_CHECKING:
-    from harness.report.shipping_types import Decision, Scored
+    from harness.decide.candidate_types import CandidateDecision, Scored
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def command(cfg: dict) -> str:
     )
 
 
-def _latency_factor_needed(dec: Decision, s: Scored) -> float | None:
+def _latency_factor_needed(dec: CandidateDecision, s: Scored) -> float | None:
     """How much the closest candidate's latency must shrink (a factor below 1) to meet the use case's own
     constraint; None when it fails a constraint a faster configuration does not fix."""
     own = [m for m in dec.misses if m.scored is s and m.rejection.constraint in ("frame time", "p99 bound")]
@@ -128,7 +128,7 @@ def _cfg(rec_like: dict) -> dict:
     }
 
 
-def nearest_miss(dec: Decision) -> dict | None:
+def nearest_miss(dec: CandidateDecision) -> dict | None:
     """The nearest miss of a decision without a pick, or None when no candidate had a figure."""
     if not dec.misses:
         return None

@@ -1,41 +1,40 @@
 """What to ship on each machine for a camera, a server and an offline batch job, chosen from every configuration
-the machine measured (harness.report.candidates): size, shape, precision, backend, head and batch compete.
+the machine measured (harness.decide.candidates): size, shape, precision, backend, head and batch compete.
 
 A pick is the best candidate that meets the use case's own constraint (the frame time at --camera-fps, the p99
 bound at --server-bound-ms) and the common ones (the accuracy floor per precision, --memory-cap, --min-shape), by
 the objective in words. It is tied with the candidates it cannot be told apart from: two cells timed interleaved
 (one workload) by their paired p50 ratio's 95% interval; any others by the overlap of their figures' intervals.
 When nothing qualifies, the nearest miss says by how much, and which configuration not measured could meet it
-(harness.report.nearest).
+(harness.decide.nearest).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from harness.core.record import CellRecord
-from harness.measure.stats import Interval
-from harness.report import paired
-from harness.report.candidates import (
+from harness.decide import paired, tie_order
+from harness.decide.candidate_types import CandidateCase, Miss
+from harness.decide.candidate_types import CandidateDecision as CandidateDecision
+from harness.decide.candidate_types import Scored as Scored
+from harness.decide.candidates import (
     SCREEN,
     Figure,
-    camera_figure,
     candidates,
     fmt,
     interval_text,
-    offline_figure,
     screen_factor,
     server_figure,
 )
-from harness.report.index import RunIndex, workload_key
-from harness.report.matrix import machine_label
-from harness.report.nearest import nearest_miss
-from harness.report.picks import Constraints, Pick, Recommendation, Rejection, rejected_text, rejection
-from harness.report.shipping_types import Decision as Decision
-from harness.report.shipping_types import Miss, ShipCase
-from harness.report.shipping_types import Scored as Scored
+from harness.decide.entries import entry
+from harness.decide.index import RunIndex, machine_label, workload_key
+from harness.decide.nearest import nearest_miss
+from harness.decide.picks import Constraints, Pick, Rejection, UseCaseAnswer, rejected_text, rejection
+from harness.decide.registry import ALWAYS, Outcome
+from harness.measure.stats import Interval
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ def frame_ms(cons: Constraints) -> float:
     return 1000.0 / cons.camera_fps
 
 
-def _camera_own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
+def camera_own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
     limit = frame_ms(cons)
     if fig.value <= limit:
         return None
@@ -55,58 +54,18 @@ def _camera_own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
     )
 
 
-def _rate_own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
+def rate_own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
     if fig.value > 0:
         return None
     return (fig.text if fig.source == SCREEN else "no rate tried kept the p99 within the bound", 1.0)
 
 
-def _server_figure(rec: CellRecord, cons: Constraints, ctx: dict) -> Figure | None:
+def server_case_figure(rec: CellRecord, cons: Constraints, ctx: dict) -> Figure | None:
     return server_figure(rec, cons.server_bound_ms or _recorded_bound(ctx), ctx["server"])
 
 
 def _recorded_bound(ctx: dict) -> float:
     return ctx.get("bound") or 100.0
-
-
-CASES = (
-    ShipCase(
-        "camera",
-        lambda c: f"Camera, {fmt(c.camera_fps)} FPS",
-        "lowest end-to-end p99 at batch 1 (any size, shape, precision, backend)",
-        lambda c: f"e2e p99 within the {fmt(frame_ms(c))} ms frame time",
-        lambda r, c, ctx: camera_figure(r),
-        _camera_own,
-        higher_is_better=False,
-        batch1=True,
-        scenario="single-stream",
-    ),
-    ShipCase(
-        "server",
-        lambda c: "Server",
-        "highest request rate (queries/s) served (any size, shape, precision, backend)",
-        lambda c: (
-            f"p99 within {fmt(c.server_bound_ms) if c.server_bound_ms else 'the recorded'} ms at that rate"
-        ),
-        _server_figure,
-        _rate_own,
-        higher_is_better=True,
-        batch1=False,
-        scenario="server",
-        strict_overlap=True,
-    ),
-    ShipCase(
-        "offline",
-        lambda c: "Offline batch processing",
-        "highest images/s, any batch and concurrency (any size, shape, precision, backend)",
-        lambda c: "no latency bound",
-        lambda r, c, ctx: offline_figure(r, ctx["offline"]),
-        _rate_own,
-        higher_is_better=True,
-        batch1=False,
-        scenario="offline",
-    ),
-)
 
 
 def _context(idx: RunIndex) -> dict:
@@ -119,14 +78,14 @@ def _context(idx: RunIndex) -> dict:
 
 
 def result_bound(rec: CellRecord) -> float | None:
-    from harness.report.load import number
-    from harness.report.scenarios import result
+    from harness.decide.load import number
+    from harness.decide.scenario_results import result
 
     return number(result(rec, "server") or {}, "bound_ms")
 
 
 def _invalid(rec: CellRecord, scenario: str, fig: Figure) -> str | None:
-    from harness.report.scenarios import result
+    from harness.decide.scenario_results import result
 
     res = result(rec, scenario) or {}
     if fig.source == SCREEN or res.get("valid") is not False:
@@ -137,12 +96,14 @@ def _invalid(rec: CellRecord, scenario: str, fig: Figure) -> str | None:
     )
 
 
-def decide(case: ShipCase, idx: RunIndex, indexes: list[RunIndex], cons: Constraints) -> Decision:
+def decide(
+    case: CandidateCase, idx: RunIndex, indexes: list[RunIndex], cons: Constraints
+) -> CandidateDecision:
     """The use case on one machine, from every candidate it measured."""
     ctx = _context(idx)
     if cons.server_bound_ms is None and ctx["bound"] is not None:
         cons = replace(cons, server_bound_ms=ctx["bound"])  # the bound the run measured under, said as such
-    dec = Decision(case, cons, idx, machine_label(idx, indexes))
+    dec = CandidateDecision(case, cons, idx, machine_label(idx, indexes))
     passing: list[Scored] = []
     for cand in candidates(idx):
         if case.batch1 and cand.rec.batch != 1:
@@ -177,11 +138,14 @@ def decide(case: ShipCase, idx: RunIndex, indexes: list[RunIndex], cons: Constra
     dec.pick = ranked[0]
     dec.tied, dec.tie_reason = _ties(case, ranked)
     dec.others = [s for s in ranked[1:] if not any(s is t for t in dec.tied)]
+    if dec.tied and case.second_objective:
+        members = tie_order.order([dec.pick, *dec.tied])
+        dec.pick, dec.tied, dec.tie_advice = members[0], members[1:], tie_order.advice(members)
     dec.reason = f"the best of {len(ranked)} candidates meeting the constraints ({n} with a figure)"
     return dec
 
 
-def _misses(case: ShipCase, s: Scored, cons: Constraints) -> list[Miss]:
+def _misses(case: CandidateCase, s: Scored, cons: Constraints) -> list[Miss]:
     rec, out = s.cand.rec, []
     for r in cons.failures(rec):
         out.append(Miss(s, r, _shortfall(r, rec, cons)))
@@ -197,7 +161,7 @@ def _misses(case: ShipCase, s: Scored, cons: Constraints) -> list[Miss]:
 
 
 def _shortfall(r: Rejection, rec: CellRecord, cons: Constraints) -> float:
-    from harness.report.load import finite, number
+    from harness.decide.load import finite, number
 
     if r.constraint == "accuracy floor":
         floor = (cons.floors or {}).get(str(rec.precision_requested))
@@ -213,7 +177,7 @@ def _overlap(a: Interval, b: Interval, strict: bool) -> bool:
     return a.lo < b.hi and b.lo < a.hi if strict else a.overlaps(b)
 
 
-def _ties(case: ShipCase, ranked: list[Scored]) -> tuple[list[Scored], str]:
+def _ties(case: CandidateCase, ranked: list[Scored]) -> tuple[list[Scored], str]:
     """The candidates that cannot be told apart from the best (the best not included), and why."""
     best, tied, how = ranked[0], [], set()
     for s in ranked[1:]:
@@ -237,9 +201,28 @@ def _ties(case: ShipCase, ranked: list[Scored]) -> tuple[list[Scored], str]:
     return tied, "; ".join(sorted(how))
 
 
-def per_machine(indexes: list[RunIndex], cons: Constraints) -> list[Decision]:
-    """Camera, server and offline on every machine, use case by use case."""
-    return [decide(case, idx, indexes, cons) for case in CASES for idx in indexes]
+@dataclass(frozen=True)
+class ByCandidates:
+    """A use case decided on each machine from every configuration it measured (registered by its module)."""
+
+    case: CandidateCase
+    order: int
+    first_screen: str = ALWAYS
+
+    @property
+    def key(self) -> str:
+        return self.case.key
+
+    @property
+    def scenario(self) -> str | None:
+        return self.case.scenario
+
+    def decide(self, indexes: list[RunIndex], cons: Constraints) -> list[Outcome]:
+        out = []
+        for idx in indexes:
+            dec = decide(self.case, idx, indexes, cons)
+            out.append(Outcome(answer_of(dec), entry(dec)))
+        return out
 
 
 # -- the page's form -----------------------------------------------------------------------------------------------
@@ -277,7 +260,14 @@ def _pick(s: Scored, machine: str) -> Pick:
     )
 
 
-def recommendation(dec: Decision) -> Recommendation:
+def _tie_words(dec: CandidateDecision) -> str:
+    """What to do within the tie first (the second objective), then why they are tied."""
+    if not dec.tie_advice:
+        return dec.tie_reason
+    return f"{dec.tie_advice}. Tied: {dec.tie_reason}" if dec.tie_reason else dec.tie_advice
+
+
+def answer_of(dec: CandidateDecision) -> UseCaseAnswer:
     """The decision in the form the page's first screen and evidence section show."""
     rejections = tuple(m.rejection for m in dec.misses)
     screened = None
@@ -299,13 +289,13 @@ def recommendation(dec: Decision) -> Recommendation:
     if dec.pick is None:
         # False: no candidate of this machine has a figure for the use case at all
         measured = bool(dec.misses)
-        return Recommendation(dec.key, title, objective, none_reason=dec.reason, measured=measured, **base)
+        return UseCaseAnswer(dec.key, title, objective, none_reason=dec.reason, measured=measured, **base)
     picks = [_pick(s, dec.machine) for s in [dec.pick, *dec.tied, *dec.others]]
     if dec.tied:
         k = 1 + len(dec.tied)
-        return Recommendation(
-            dec.key, title, objective, tied=tuple(picks[:k]), tie_reason=dec.tie_reason,
+        return UseCaseAnswer(
+            dec.key, title, objective, tied=tuple(picks[:k]), tie_reason=_tie_words(dec),
             others=tuple(picks[k:]), **base,
         )  # fmt: skip
     runner = picks[1] if len(picks) > 1 else None
-    return Recommendation(dec.key, title, objective, picks[0], runner, others=tuple(picks[1:]), **base)
+    return UseCaseAnswer(dec.key, title, objective, picks[0], runner, others=tuple(picks[1:]), **base)

@@ -1,8 +1,8 @@
 """What every recommendation is made of: the pick, the recommendation, the constraints every use case applies
 (the accuracy floor, the user's memory cap) and the tie rule on paired ratios and p50 intervals.
 
-harness.report.recommend (model-only figures), harness.report.usecases (the scenario records) and
-harness.report.deploy_cases (dynamic shapes, simplest deployment) build their recommendations from these.
+harness.decide.by_workload (model-only figures), harness.decide.by_scenario (the scenario records) and
+harness.decide.deploy (dynamic shapes, simplest deployment) build their recommendations from these.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.core.record import CellRecord
+from harness.decide import paired
+from harness.decide.index import RunIndex, machine_label, row_label, workload_key
+from harness.decide.load import finite, null_reason, number, run_shape
+from harness.decide.words import fmt_num
 from harness.measure.stats import Interval
-from harness.report import paired
-from harness.report.fmt import fmt_num
-from harness.report.index import RunIndex, workload_key
-from harness.report.load import finite, null_reason, number, run_shape
-from harness.report.matrix import machine_label, row_label
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,7 @@ class Rejection:
 
 
 @dataclass(frozen=True)
-class Recommendation:
+class UseCaseAnswer:
     """One use case: an objective (`criterion`) under constraints, answered by a winner and the runner-ups on the
     compared workload, by tied cells, or by why no cell qualifies (`none_reason`).
 
@@ -85,7 +84,7 @@ class Recommendation:
     others: tuple[Pick, ...] = ()  # every qualifying cell after the winner (or the tie), best first
     rejections: tuple[Rejection, ...] = ()
     measured: bool = True
-    # nothing qualifies: the closest candidate, what it misses by, and what to measure (harness.report.nearest)
+    # nothing qualifies: the closest candidate, what it misses by, and what to measure (harness.decide.nearest)
     nearest_miss: dict | None = None
     screened: str | None = None  # candidates whose figure is a screen from their e2e timing, and how
 
@@ -256,7 +255,7 @@ def split_ties(
     """The entrants that cannot be told apart from the first of `ranked` (itself included), and why.
 
     Two cells timed together (one workload, interleaved) are tied when the 95% interval of their paired p50 ratio
-    holds 1 (harness.report.paired); cells that were not timed together are tied when their p50 intervals overlap,
+    holds 1 (harness.decide.paired); cells that were not timed together are tied when their p50 intervals overlap,
     or either has too few rounds for an interval (unknown, so not separable). One entrant alone is never a tie.
     """
     if interval is None or len(ranked) < 2:

@@ -17,11 +17,11 @@ import statistics
 from dataclasses import dataclass
 
 from harness.core.record import CellRecord
+from harness.decide.accuracy import Accuracy, accuracy_of
+from harness.decide.index import RunIndex, export_only_backends
+from harness.decide.load import finite, number, stat
+from harness.decide.scenario_results import percentile_label, result, span
 from harness.measure.stats import Interval
-from harness.report.accuracy_known import Accuracy, accuracy_of
-from harness.report.index import RunIndex, export_only_backends
-from harness.report.load import finite, number, stat
-from harness.report.scenarios import percentile_label, result, span
 
 log = logging.getLogger(__name__)
 

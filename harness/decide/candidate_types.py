@@ -1,6 +1,6 @@
-"""The types of a shipping decision (harness.report.shipping): a use case, a scored candidate, a candidate that
+"""The types of a shipping decision (harness.decide.by_candidates): a use case, a scored candidate, a candidate that
 missed a constraint, and one use case's decision on one machine. Apart from shipping.py so that the nearest miss
-(harness.report.nearest), which reads a decision, and shipping.py, which asks for it, do not import each other.
+(harness.decide.nearest), which reads a decision, and shipping.py, which asks for it, do not import each other.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.core.record import CellRecord
-from harness.report.candidates import Candidate, Figure
-from harness.report.index import RunIndex
-from harness.report.picks import Constraints, Rejection
+from harness.decide.candidates import Candidate, Figure
+from harness.decide.index import RunIndex
+from harness.decide.picks import Constraints, Rejection
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Miss:
 
 
 @dataclass(frozen=True)
-class ShipCase:
+class CandidateCase:
     key: str
     title: Callable[[Constraints], str]
     objective: str
@@ -45,20 +45,23 @@ class ShipCase:
     batch1: bool
     scenario: str
     strict_overlap: bool = False  # rate steps: intervals that touch at one end are apart
+    # within a tie, order by the second objective (harness.decide.tie_order) and advise; False: the figure's order
+    second_objective: bool = True
 
 
 @dataclass
-class Decision:
+class CandidateDecision:
     """One use case on one machine: the pick, those tied with it, the rest ranked, every rejection, and the
     nearest miss when nothing qualifies."""
 
-    case: ShipCase
+    case: CandidateCase
     cons: Constraints
     idx: RunIndex
     machine: str
     pick: Scored | None = None
     tied: list[Scored] = field(default_factory=list)  # tied with the pick (the pick not included)
     tie_reason: str = ""
+    tie_advice: str = ""  # what to do within the tie (the second objective), first on the page
     others: list[Scored] = field(default_factory=list)
     misses: list[Miss] = field(default_factory=list)
     nearest: dict | None = None

@@ -1,5 +1,5 @@
-"""decision.json: the answer the first screen shows, as data, one entry per use case and machine, so CI and
-dashboards read the same answer as the page.
+"""decision.json's entries: one use case on one machine as data (`entry` for the use cases decided from every
+candidate, `other_entry` for those decided on one workload's scenario results).
 
 Each entry: `{"use_case", "machine", "objective", "constraints", "pick": {configuration, figure, interval,
 accuracy, accuracy_source, ...} or null, "tied_with": [...], "nearest_miss": {configuration, figure, misses_by,
@@ -8,18 +8,16 @@ command, ...} or null, "reason", "screened": [...]}`.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 
 from harness.core.record import CellRecord
-from harness.report.index import RunIndex
-from harness.report.picks import Constraints, Pick, Recommendation
-from harness.report.shipping import Decision, Scored
+from harness.decide.candidate_types import CandidateDecision, Scored
+from harness.decide.index import RunIndex
+from harness.decide.picks import Constraints, Pick, UseCaseAnswer
+from harness.decide.tie_order import SECOND_OBJECTIVE
 
 log = logging.getLogger(__name__)
-
-DECISION_VERSION = 1
 
 
 def _iv(s: Scored) -> list[float | None] | None:
@@ -58,7 +56,7 @@ def constraints_dict(cons: Constraints, own: str) -> dict:
     }
 
 
-def entry(dec: Decision) -> dict:
+def entry(dec: CandidateDecision) -> dict:
     """One shipping decision as data."""
     return {
         "use_case": dec.key,
@@ -69,6 +67,8 @@ def entry(dec: Decision) -> dict:
         "pick": _scored(dec.pick) if dec.pick else None,
         "tied_with": [_scored(s) for s in dec.tied],
         "tie_reason": dec.tie_reason or None,
+        "tie_advice": dec.tie_advice or None,
+        "tie_order": SECOND_OBJECTIVE if dec.tied else None,
         "nearest_miss": dec.nearest,
         "reason": dec.reason,
         "screened": [
@@ -106,7 +106,7 @@ def _pick_from_rec(p: Pick, idx: RunIndex) -> dict:
     }
 
 
-def other_entry(rec: Recommendation, idx: RunIndex, cons: Constraints) -> dict:
+def other_entry(rec: UseCaseAnswer, idx: RunIndex, cons: Constraints) -> dict:
     """A per-machine use case answered from one workload's scenario results (several cameras, least memory)."""
     picks = [rec.winner] if rec.winner else list(rec.tied[:1])
     return {
@@ -122,18 +122,3 @@ def other_entry(rec: Recommendation, idx: RunIndex, cons: Constraints) -> dict:
         "reason": rec.none_reason or (f"compared on {rec.workload}" if rec.workload else ""),
         "screened": [],
     }
-
-
-def decision_json(
-    decisions: list[Decision], recs: list[Recommendation], indexes: list[RunIndex], cons: Constraints
-) -> str:
-    """decision.json's text: the shipping decisions, then the other per-machine use cases."""
-    shipped = {(d.key, d.idx.position) for d in decisions}
-    by_pos = {i.position: i for i in indexes}
-    entries = [entry(d) for d in decisions]
-    entries += [
-        other_entry(r, by_pos[r.machine_pos], cons)
-        for r in recs
-        if r.machine_pos is not None and (r.key, r.machine_pos) not in shipped and r.machine_pos in by_pos
-    ]
-    return json.dumps({"version": DECISION_VERSION, "decisions": entries}, indent=2, allow_nan=False) + "\n"

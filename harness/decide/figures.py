@@ -10,10 +10,9 @@ import math
 from collections.abc import Callable
 
 from harness.core.record import CellRecord
-from harness.report.fmt import fmt_num
-from harness.report.load import finite, number, p50
-from harness.report.picks import memory_figures
-from harness.report.scenarios import (
+from harness.decide.load import finite, number, p50
+from harness.decide.picks import memory_figures
+from harness.decide.scenario_results import (
     CAMERA_FPS,
     FRAME_MS,
     e2e_p99,
@@ -26,6 +25,7 @@ from harness.report.scenarios import (
     span,
     span_text,
 )
+from harness.decide.words import fmt_num
 
 log = logging.getLogger(__name__)
 

@@ -16,32 +16,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.core.record import CellRecord
-from harness.measure.stats import Interval
-from harness.report import usecase_figures as fig
-from harness.report.fmt import fmt_num
-from harness.report.index import RunIndex, export_only_backends, row_sort, workload_key
-from harness.report.load import number, run_shape
-from harness.report.matrix import machine_label
-from harness.report.picks import (
+from harness.decide import figures as fig
+from harness.decide.entries import other_entry
+from harness.decide.index import RunIndex, export_only_backends, machine_label, row_sort, workload_key
+from harness.decide.load import run_shape
+from harness.decide.picks import (
     Constraints,
-    Recommendation,
     Rejection,
+    UseCaseAnswer,
     make_pick,
-    memory_figures,
     rejected_text,
     rejection,
     workload_label,
 )
-from harness.report.scenarios import (
-    CAMERA_FPS,
+from harness.decide.registry import ALWAYS, Outcome
+from harness.decide.scenario_results import (
     FRAME_MS,
     any_scenarios,
-    e2e_p99,
-    e2e_p99_interval,
-    ran_ips,
     result,
-    span,
 )
+from harness.decide.words import fmt_num
+from harness.measure.stats import Interval
 
 log = logging.getLogger(__name__)
 
@@ -81,87 +76,8 @@ def _runnable(rec: CellRecord) -> bool:
 FRAME = f"{fmt_num(FRAME_MS)} ms"
 
 
-def _validity(name: str) -> tuple[str, Callable[[CellRecord], str | None]]:
+def validity(name: str) -> tuple[str, Callable[[CellRecord], str | None]]:
     return ("validity", fig.invalid(name))
-
-
-SCENARIO_CASES = (
-    ScenarioCase(
-        key="camera",
-        title=f"Camera, {CAMERA_FPS} FPS",
-        objective="lowest end-to-end p99 at batch 1",
-        constraint=f"e2e p99 within the {FRAME} frame time",
-        scenario="single-stream",
-        value=e2e_p99,
-        higher_is_better=False,
-        checks=(("frame time", fig.camera_check), _validity("single-stream")),
-        interval=e2e_p99_interval,
-        figure=fig.camera_figure,
-        numbers=fig.camera_numbers,
-        tie_words="their e2e p99 95% intervals overlap",
-        batch1=True,
-    ),
-    ScenarioCase(
-        key="multi-camera",
-        title=f"Several cameras, {CAMERA_FPS} FPS each",
-        objective="most streams sustained, then most images/s",
-        constraint=f"multi-stream p99 per query within the {FRAME} frame time",
-        scenario="multi-stream",
-        value=fig.stream_count,
-        higher_is_better=True,
-        checks=(("frame time", fig.multi_check), _validity("multi-stream")),
-        interval=lambda r: span(result(r, "multi-stream"), "p99_interval"),
-        figure=fig.multi_figure,
-        numbers=fig.multi_numbers,
-        tie_words="they sustain as many streams and their p99 95% intervals overlap",
-        secondary=lambda r: ran_ips(result(r, "multi-stream")),
-        same_level=lambda a, b: fig.stream_count(a) == fig.stream_count(b),
-    ),
-    ScenarioCase(
-        key="server",
-        title="Server",
-        objective="highest request rate (queries/s) served",
-        constraint="the server scenario's percentile (p90 short, p99 mlperf durations) within its bound at that rate",
-        scenario="server",
-        value=lambda r: number(fig.server(r), "value"),
-        higher_is_better=True,
-        checks=(("latency bound", fig.server_check), _validity("server")),
-        interval=lambda r: span(fig.server(r), "rate_interval"),
-        figure=fig.server_figure,
-        numbers=fig.server_numbers,
-        tie_words="their rate intervals (last passing to first failing rate) overlap",
-        strict_overlap=True,
-        describe=fig.server_bound,
-    ),
-    ScenarioCase(
-        key="offline",
-        title="Offline batch processing",
-        objective="highest images/s, any batch and concurrency",
-        constraint="no latency bound",
-        scenario="offline",
-        value=lambda r: number(fig.offline(r), "value"),
-        higher_is_better=True,
-        checks=(("measured", fig.offline_check), _validity("offline")),
-        interval=lambda r: span(fig.offline(r), "ips_interval"),
-        figure=fig.offline_figure,
-        numbers=fig.offline_numbers,
-        tie_words="their images/s intervals overlap",
-    ),
-    ScenarioCase(
-        key="lowest-memory",
-        title="Lowest memory",
-        objective="lowest host peak RSS at batch 1",
-        constraint="",
-        scenario=None,
-        value=lambda r: memory_figures(r)[0],
-        higher_is_better=False,
-        checks=(),
-        interval=None,  # one reading per cell: no interval, so no tie
-        figure=fig.memory_figure,
-        numbers=fig.memory_numbers,
-        batch1=True,
-    ),
-)
 
 
 def _group_rank(members: list[CellRecord]) -> tuple:
@@ -200,7 +116,7 @@ def _ties(case: ScenarioCase, ranked: list[CellRecord]) -> tuple[list[CellRecord
 
 def not_measured(
     case: ScenarioCase, idx: RunIndex, indexes: list[RunIndex], cons: Constraints
-) -> Recommendation:
+) -> UseCaseAnswer:
     """The use case on a machine none of whose cells ran its scenario: said so, never a pick."""
     if not any_scenarios([idx]):
         why = (
@@ -209,7 +125,7 @@ def not_measured(
         )
     else:
         why = f"not measured: no cell of this machine that ran ok has a {case.scenario} result"
-    return Recommendation(
+    return UseCaseAnswer(
         case.key,
         case.title,
         case.objective,
@@ -223,7 +139,7 @@ def not_measured(
 
 def scenario_pick(
     case: ScenarioCase, idx: RunIndex, indexes: list[RunIndex], cons: Constraints
-) -> Recommendation:
+) -> UseCaseAnswer:
     """The use case on one machine: the best cell of the compared workload that meets every constraint."""
     measured = [
         r
@@ -235,7 +151,7 @@ def scenario_pick(
     ]
     if not measured:
         if case.scenario is None:
-            return Recommendation(
+            return UseCaseAnswer(
                 case.key,
                 case.title,
                 case.objective,
@@ -278,11 +194,11 @@ def scenario_pick(
     }
     if not ranked:
         why = f"no cell meets the constraints ({len(members)} measured, each rejected below)"
-        return Recommendation(case.key, case.title, case.objective, none_reason=why, **base)
+        return UseCaseAnswer(case.key, case.title, case.objective, none_reason=why, **base)
     picks = [make_pick(idx, r, indexes, case.numbers(r), case.figure(r)) for r in ranked]
     tied, why = _ties(case, ranked)
     if len(tied) > 1:
-        return Recommendation(
+        return UseCaseAnswer(
             case.key,
             case.title,
             case.objective,
@@ -292,7 +208,7 @@ def scenario_pick(
             **base,
         )
     runner = picks[1] if len(picks) > 1 else None
-    return Recommendation(
+    return UseCaseAnswer(
         case.key, case.title, case.objective, picks[0], runner, others=tuple(picks[1:]), **base
     )
 
@@ -301,6 +217,28 @@ def _in_order(picks: list, ranked: list[CellRecord], tied: list[CellRecord]) -> 
     return tuple(p for p, r in zip(picks, ranked, strict=True) if any(r is t for t in tied))
 
 
-def per_machine(indexes: list[RunIndex], cons: Constraints) -> list[Recommendation]:
-    """Every scenario use case on every machine, use case by use case."""
-    return [scenario_pick(case, idx, indexes, cons) for case in SCENARIO_CASES for idx in indexes]
+@dataclass(frozen=True)
+class ByScenario:
+    """A use case decided on each machine from one workload's scenario results (registered by its module).
+    `at`: the case as the constraints make it (several cameras at --camera-fps), when they change it."""
+
+    case: ScenarioCase
+    order: int
+    first_screen: str = ALWAYS
+    at: Callable[[ScenarioCase, Constraints], ScenarioCase] | None = None
+
+    @property
+    def key(self) -> str:
+        return self.case.key
+
+    @property
+    def scenario(self) -> str | None:
+        return self.case.scenario
+
+    def decide(self, indexes: list[RunIndex], cons: Constraints) -> list[Outcome]:
+        case = self.at(self.case, cons) if self.at else self.case
+        out = []
+        for idx in indexes:
+            answer = scenario_pick(case, idx, indexes, cons)
+            out.append(Outcome(answer, other_entry(answer, idx, cons)))
+        return out

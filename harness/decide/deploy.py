@@ -10,14 +10,12 @@ from __future__ import annotations
 import logging
 
 from harness.core.record import CellRecord
-from harness.report.fmt import fmt_num
-from harness.report.index import RunIndex, row_sort, workload_key
-from harness.report.load import number, p50, run_shape
-from harness.report.matrix import row_label
-from harness.report.paired import latency_interval
-from harness.report.picks import (
-    Recommendation,
+from harness.decide.index import RunIndex, row_label, row_sort, workload_key
+from harness.decide.load import number, p50, run_shape
+from harness.decide.paired import latency_interval
+from harness.decide.picks import (
     Rejection,
+    UseCaseAnswer,
     make_pick,
     over_memory_cap,
     pool_reason,
@@ -26,6 +24,7 @@ from harness.report.picks import (
     split_ties,
     workload_label,
 )
+from harness.decide.words import fmt_num
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +63,7 @@ def _dynamic_score(
     return worst[0], worst[1], text, worst[3], [t[3] for t in timed]
 
 
-def dynamic_inputs(indexes: list[RunIndex], memory_cap_mib: float | None = None) -> Recommendation:
+def dynamic_inputs(indexes: list[RunIndex], memory_cap_mib: float | None = None) -> UseCaseAnswer:
     """Backends whose dynamic artifact ran at every swept size, ranked by their worst p50 over those sizes."""
     key, title = "dynamic", "Dynamic input sizes needed"
     criterion = "one artifact ran at every swept size (remedies allowed, and named); lowest worst-case p50"
@@ -86,7 +85,7 @@ def dynamic_inputs(indexes: list[RunIndex], memory_cap_mib: float | None = None)
     rejected = rejected_text(rejections)
     if not scored:
         reason = pool_reason(pool, "dynamic-shape")
-        return Recommendation(
+        return UseCaseAnswer(
             key, title, criterion, none_reason=reason, rejected=rejected, rejections=tuple(rejections)
         )
     scored.sort(key=lambda s: (s[0], str(s[1])))
@@ -104,7 +103,7 @@ def dynamic_inputs(indexes: list[RunIndex], memory_cap_mib: float | None = None)
     if len(tied) > 1:
         chosen = [n for n, t in enumerate(timed) if any(t is c for c in tied)]
         rest = tuple(p for n, p in enumerate(picks) if n not in chosen)
-        return Recommendation(
+        return UseCaseAnswer(
             key,
             title,
             criterion,
@@ -115,7 +114,7 @@ def dynamic_inputs(indexes: list[RunIndex], memory_cap_mib: float | None = None)
             **extra,
         )
     runner = picks[1] if len(picks) > 1 else None
-    return Recommendation(key, title, criterion, picks[0], runner, workload, others=tuple(picks[1:]), **extra)
+    return UseCaseAnswer(key, title, criterion, picks[0], runner, workload, others=tuple(picks[1:]), **extra)
 
 
 def clean_state(rec: CellRecord) -> bool | None:
@@ -145,7 +144,7 @@ def _unknowns(recs: list[CellRecord]) -> str:
     return " and ".join(sorted(what))
 
 
-def simplest(indexes: list[RunIndex], memory_cap_mib: float | None = None) -> Recommendation:
+def simplest(indexes: list[RunIndex], memory_cap_mib: float | None = None) -> UseCaseAnswer:
     """The backend that ran ok in most of its cells with no remedy, no operator fallback, precision as requested.
 
     A backend's share of clean cells is a range while some of its cells cannot be told (no fallback count, no
@@ -188,7 +187,7 @@ def simplest(indexes: list[RunIndex], memory_cap_mib: float | None = None) -> Re
         scored.append((lo, hi, p50(best) or float("inf"), ekey, best, numbers, recs))
     if not scored:
         pool = [(i, r) for i in indexes for r in i.cells if r.status != "skipped"]
-        return Recommendation(key, title, criterion, none_reason=pool_reason(pool, "measured"), **extra)
+        return UseCaseAnswer(key, title, criterion, none_reason=pool_reason(pool, "measured"), **extra)
     scored.sort(key=lambda s: (-s[0], -s[1], s[2], str(s[3])))
     top = scored[0]
     exact = top[0] == top[1]
@@ -204,7 +203,7 @@ def simplest(indexes: list[RunIndex], memory_cap_mib: float | None = None) -> Re
             f"{s[3][2]}: {_unknowns(s[6]) or 'nothing unknown'}" for s in tied if _unknowns(s[6])
         )
         order = [scored.index(s) for s in tied]
-        return Recommendation(
+        return UseCaseAnswer(
             key,
             title,
             criterion,
@@ -216,8 +215,8 @@ def simplest(indexes: list[RunIndex], memory_cap_mib: float | None = None) -> Re
         )
     if top[0] == 0:  # the only backend left might be clean, but no cell of it is known to be
         why = f"no cell is known to have run clean: {top[3][2]}: {top[5]}"
-        return Recommendation(key, title, criterion, none_reason=why, **extra)
-    return Recommendation(
+        return UseCaseAnswer(key, title, criterion, none_reason=why, **extra)
+    return UseCaseAnswer(
         key,
         title,
         criterion,

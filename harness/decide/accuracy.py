@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 
 from harness.core.record import CellRecord
-from harness.report.load import number
+from harness.decide.load import number
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,46 @@
+"""The decision: every registered use case answered on the rendered machines, as data (no HTML).
+
+`decide(indexes, cons)` asks each use case of the registry (harness.decide.registry), in page order, for its
+answers; the `Decision` holds them (what the page renders) and decision.json's entries (what CI and dashboards read).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from harness.decide.index import RunIndex
+from harness.decide.picks import Constraints, UseCaseAnswer
+from harness.decide.registry import use_cases
+
+log = logging.getLogger(__name__)
+
+DECISION_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Every use case's answer in page order (`answers`), and the per-machine ones as decision.json entries."""
+
+    cons: Constraints
+    answers: tuple[UseCaseAnswer, ...]
+    entries: tuple[dict, ...]
+
+    def as_dict(self) -> dict:
+        return {"version": DECISION_VERSION, "decisions": list(self.entries)}
+
+    def to_json(self) -> str:
+        """decision.json's text."""
+        return json.dumps(self.as_dict(), indent=2, allow_nan=False) + "\n"
+
+
+def decide(indexes: list[RunIndex], cons: Constraints | None = None) -> Decision:
+    """Every registered use case on `indexes` under `cons` (the default constraints when None)."""
+    cons = cons or Constraints()
+    outcomes = [o for case in use_cases() for o in case.decide(indexes, cons)]
+    return Decision(
+        cons,
+        tuple(o.answer for o in outcomes),
+        tuple(o.entry for o in outcomes if o.entry is not None),
+    )

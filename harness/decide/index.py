@@ -1,0 +1,133 @@
+"""Indexing the records of several runs: which records are cells, which are remedy attempts, and lookups.
+
+A remedy record (`remedy_of` names a failing cell of the same run) is attached to that cell rather than shown as
+a cell of its own, except the sweep shapes run on a remedied dynamic artifact, which are cells of the dynamic
+matrix. When a cell id appears twice in one run (a re-run appended to the file), the last record wins.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from harness import backends
+from harness.core.axes import SIZES, TASKS
+from harness.core.record import CellRecord
+from harness.core.results_dir import Run
+from harness.decide.load import p50
+
+log = logging.getLogger(__name__)
+
+
+def backend_order() -> tuple[str, ...]:
+    """Backend names in the order the report lists them: the registry's (each backend's `display_order`)."""
+    return backends.display_order()
+
+
+def export_only_backends() -> tuple[str, ...]:
+    """Targets with no runtime on a Linux benchmark machine: their cells end at `exported`."""
+    return backends.export_only_names()
+
+
+DEVICE_ORDER = ("cpu", "cuda", "gpu")
+REFERENCE_BACKEND = "torch-eager"
+
+
+def order_key(value: object, known: tuple[str, ...]) -> tuple[int, str]:
+    """Known names in their listed order, then unknown ones alphabetically (None last)."""
+    text = "" if value is None else str(value)
+    return (known.index(text), "") if text in known else (len(known), text or "~")
+
+
+def row_key(rec: CellRecord) -> tuple:
+    """The matrix row of a record: size and task, then head, batch and requested precision."""
+    return (rec.size, rec.task, rec.head, rec.batch, rec.precision_requested)
+
+
+def row_sort(key: tuple) -> tuple:
+    """Sort key of a row: sizes n..x, tasks in their axis order, then head, batch and precision."""
+    size, task, head, batch, prec = key
+    return (
+        order_key(size, SIZES),
+        order_key(task, TASKS),
+        str(head),
+        batch if isinstance(batch, int) else 0,
+        str(prec),
+    )
+
+
+def is_sweep_of(rec: CellRecord, target: CellRecord) -> bool:
+    """A shape of the sweep run on a remedied dynamic artifact (its `remedy_of` is the dynamic probe): it is a
+    cell of the dynamic matrix in its own right, not an attempt at the probe."""
+    return bool(rec.dynamic and rec.height and target.dynamic and not target.height)
+
+
+def workload_key(rec: CellRecord) -> tuple:
+    """Everything but backend and device: records with equal keys ran the same computation."""
+    return (*row_key(rec), bool(rec.dynamic), rec.height, rec.width)
+
+
+@dataclass
+class RunIndex:
+    """The cells of one run (remedy records attached to the cell they remedy)."""
+
+    run: Run
+    position: int  # among the rendered runs, 0-based
+    cells: list[CellRecord] = field(default_factory=list)
+    remedies: dict[str, list[CellRecord]] = field(default_factory=dict)
+    by_id: dict[str, CellRecord] = field(default_factory=dict)
+    _eager: dict[tuple, CellRecord] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, run: Run, position: int) -> RunIndex:
+        idx = cls(run=run, position=position)
+        latest: dict[str, CellRecord] = {}
+        for rec in run.records:
+            cid = rec.cell_id
+            if cid in latest:
+                log.info("%s: cell %s recorded more than once; the last record is shown", run.run_id, cid)
+            latest[cid] = rec
+        for cid, rec in latest.items():
+            target = rec.remedy_of
+            if target and target in latest and target != cid and not is_sweep_of(rec, latest[target]):
+                idx.remedies.setdefault(target, []).append(rec)
+            else:
+                idx.cells.append(rec)
+                idx.by_id[cid] = rec
+        for rec in idx.cells:
+            if rec.backend == REFERENCE_BACKEND and rec.status == "ok":
+                idx._eager[(rec.device, *workload_key(rec))] = rec
+        return idx
+
+    def eager_for(self, rec: CellRecord) -> CellRecord | None:
+        """The torch-eager record of the same workload on the same device, when it ran ok."""
+        return self._eager.get((rec.device, *workload_key(rec)))
+
+    def working_remedy(self, rec: CellRecord) -> CellRecord | None:
+        """The fastest remedy attempt of this cell that worked, if any: ran ok, or for an export-only target
+        (whose success is `exported`), exported."""
+        ok = [r for r in self.remedies.get(rec.cell_id, []) if r.status in ("ok", "exported")]
+        return min(ok, key=lambda r: p50(r) or float("inf")) if ok else None
+
+    def all_records(self) -> list[CellRecord]:
+        """Cells and remedy attempts together."""
+        return self.cells + [r for rs in self.remedies.values() for r in rs]
+
+
+def index_runs(runs: list[Run]) -> list[RunIndex]:
+    """Index each run; a run's position is its column group's number."""
+    return [RunIndex.build(run, n) for n, run in enumerate(runs)]
+
+
+def row_label(key: tuple) -> str:
+    """`yolo26n detect · e2e · b1 · fp32` for a row key."""
+    size, task, head, batch, prec = key
+    return f"yolo26{size} {task} · {head} · b{batch} · {prec}"
+
+
+def machine_label(idx: RunIndex, all_idx: list[RunIndex]) -> str:
+    """The machine name, with the run id when two rendered runs share a machine."""
+    label = idx.run.machine
+    if sum(1 for o in all_idx if o.run.machine == label) > 1:
+        label = f"{label} · {idx.run.run_id}"
+    return label
