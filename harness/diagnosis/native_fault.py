@@ -160,14 +160,3 @@ def parse_fault(text: str) -> NativeFault | None:
                 continue
             frames.append(Frame(module_of(fm["file"]), fm["func"], fm["file"], int(fm["line"])))
     return NativeFault(error, tuple(frames))
-
-
-def read_fault(log_path: Path, offset: int = 0) -> NativeFault | None:
-    """parse_fault over the part of `log_path` from `offset` (what one worker wrote); None if unreadable."""
-    try:
-        with open(log_path, "rb") as f:
-            f.seek(offset)
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    return parse_fault(text)

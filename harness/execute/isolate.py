@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.backends._shared.phases import last_phase
 from harness.backends.base import ExportRequest
 from harness.diagnosis.kernel_oom import sigkill_detail
-from harness.diagnosis.native_fault import read_fault
+from harness.diagnosis.native_fault import parse_fault
 from harness.diagnosis.outcome import ExportOutcome
 from harness.execute import interrupt
 from harness.execute.lifetime import PARENT_ENV
@@ -56,14 +56,14 @@ def dump_stack(proc: subprocess.Popen) -> None:
             proc.wait(timeout=STACK_DUMP_WAIT_S)
 
 
-def _how_far(log_path: Path, offset: int) -> str | None:
-    """The last phase a killed worker printed (harness.backends._shared.phases), or None."""
+def _worker_output(log_path: Path, offset: int) -> str:
+    """What one worker wrote to its log (from `offset`), or "" when the log cannot be read."""
     try:
         with open(log_path, "rb") as f:
             f.seek(offset)
-            return last_phase(f.read().decode("utf-8", "replace"))
+            return f.read().decode("utf-8", "replace")
     except OSError:
-        return None
+        return ""
 
 
 def _read_report(fd: int) -> str | None:
@@ -164,8 +164,8 @@ def run_child(
                 proc.wait()
                 logf.write(f"\n=== killed after the {timeout_s:.0f} s timeout\n".encode())
                 logf.flush()
-                got = _how_far(log_path, log_offset)
-                hung = read_fault(log_path, log_offset)
+                output = _worker_output(log_path, log_offset)  # read once: the phase and the stack
+                got, hung = last_phase(output), parse_fault(output)
                 where = f"; it was in {hung.where} ({hung.in_library}'s code)" if hung and hung.where else ""
                 return ExportOutcome(
                     "timeout",
@@ -205,7 +205,7 @@ def run_child(
     if rc < 0 or result is None:
         sig = signal.Signals(-rc).name if rc < 0 else None
         # faulthandler (enabled in every worker) printed the Python stack of a fatal signal into the log
-        fault = read_fault(log_path, log_offset) if sig not in (None, "SIGKILL") else None
+        fault = parse_fault(_worker_output(log_path, log_offset)) if sig not in (None, "SIGKILL") else None
         if sig == "SIGKILL" and proc.pid in _KILLED_BY_RUN:
             detail = f"killed by the harness with SIGKILL: {_KILLED_BY_RUN.pop(proc.pid)}"
         elif sig == "SIGKILL":
