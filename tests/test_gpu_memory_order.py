@@ -161,7 +161,7 @@ def test_every_finished_record_keeps_the_order():
 
 
 def test_the_report_shows_no_contradictory_pair_of_a_record_written_before_the_order():
-    from harness.report.load import null_reason
+    from harness.decide.load import null_reason
     from harness.report.tables import MEMORY_READERS
 
     recs = h100_records()

@@ -191,7 +191,7 @@ def test_first_screen_answers_every_use_case_without_scrolling(page, scenario_pa
     assert first["scrollY"] == 0 and first["height"] == 900
     assert first["bottom"] <= 900, f"the decision ends at {first['bottom']:.0f} px, below the fold"
     rows = {r["key"]: r for r in first["rows"]}
-    for key in ("camera", "multi-camera", "server", "offline", "lowest-memory", "mobile-embedded"):
+    for key in ("camera", "camera-capacity", "server", "offline", "lowest-memory", "mobile-embedded"):
         row = rows[key]
         assert row["visible"] and row["state"] in ("pick", "tied"), row
         assert all(b in row["text"] for b in row["backends"].split()), row  # the pick is named on screen

@@ -3,10 +3,10 @@ is. Runs and history here are synthetic."""
 
 from __future__ import annotations
 
+from harness.decide.index import index_runs
+from harness.decide.load import load_runs
 from harness.history import synthetic
 from harness.report.coverage import night_coverage
-from harness.report.index import index_runs
-from harness.report.load import load_runs
 from harness.report.render import render_report
 
 ORT = synthetic.cell("onnxruntime", device="cpu")

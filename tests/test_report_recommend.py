@@ -451,16 +451,6 @@ def test_offline_ips_intervals_decide_ties():
     assert apart.winner.backend == "openvino" and "100 img/s at batch 8 × 2" in apart.winner.figure
 
 
-def test_multi_camera_most_streams_win_then_throughput():
-    more = scen("onnxruntime", streams=4, multi_p99=30.0, multi_ips=70.0)
-    fewer = scen("openvino", streams=2, multi_p99=20.0, multi_ips=95.0)
-    result = use_case("multi-camera", more, fewer)
-    assert result.winner.backend == "onnxruntime" and "4 streams" in result.winner.figure
-    late = scen("onnxruntime", streams=4, multi_p99=40.0)  # 4 streams, but past the frame time
-    result = use_case("multi-camera", late, fewer)
-    assert result.winner.backend == "openvino" and "40.0 ms over the 33.3 ms frame time" in result.rejected
-
-
 def test_an_invalid_scenario_result_is_rejected_by_its_rule():
     result = use_case("camera", scen("openvino", 20.0, valid=False), scen("onnxruntime", 25.0))
     assert result.winner.backend == "onnxruntime"
@@ -481,7 +471,7 @@ def test_records_without_scenarios_say_the_use_case_was_not_measured():
 
     recs = decide(indexes(rec("openvino", 10.0), rec("onnxruntime", 12.0))).answers
     by_key = {r.key: r for r in recs}
-    for key in ("camera", "multi-camera", "server", "offline"):
+    for key in ("camera", "camera-capacity", "server", "offline"):
         assert not by_key[key].measured and by_key[key].winner is None
         assert by_key[key].none_reason.startswith("not measured")
     assert by_key["cpu-edge"].winner.backend == "openvino"  # the model-only answer stands in, as before

@@ -226,7 +226,7 @@ def test_first_screen_names_a_pick_per_use_case(page):
     run, _, doc = page
     table = doc.one("table", cls="decision")
     rows = {tr.attrs["data-key"]: tr for tr in table.all("tr") if "data-key" in tr.attrs}
-    for key in ("camera", "multi-camera", "server", "offline", "lowest-memory", "mobile-embedded"):
+    for key in ("camera", "camera-capacity", "server", "offline", "lowest-memory", "mobile-embedded"):
         answer = rows[key].one("td", cls="answer")
         assert answer.attrs["data-state"] in ("pick", "tied"), (key, answer.text())
         assert answer.attrs["data-backends"]
@@ -248,7 +248,7 @@ def test_first_screen_names_a_pick_per_use_case(page):
         assert tr.one("th").one("a").attrs["href"].lstrip("#") in ids
     # the first screen comes before the machine header and the evidence
     order = [n.attrs.get("id") for n in doc.iter() if n.tag == "section"]
-    assert order[:3] == ["decision", "runs", "recommendations"]
+    assert order[:3] == ["decision", "runs", "evidence"]
 
 
 def test_scenario_table_shows_each_scenarios_value_unit_and_validity(page):
@@ -362,10 +362,10 @@ def test_a_run_without_scenarios_says_the_use_cases_were_not_measured(tmp_path):
     }
     # one row for the four scenario use cases, not four rows of "not measured"
     row = rows["scenarios"]
-    assert row.attrs["data-keys"].split() == ["camera", "multi-camera", "server", "offline"]
+    assert row.attrs["data-keys"].split() == ["camera", "camera-capacity", "server", "offline"]
     assert row.one("td", cls="answer").attrs["data-state"] == "not-measured"
     assert "no scenario records in this run" in row.text()
-    for key in ("camera", "multi-camera", "server", "offline"):
+    for key in ("camera", "camera-capacity", "server", "offline"):
         assert key not in rows
         rec = doc.one("div", cls="rec", data_key=key)
         assert rec.attrs["data-measured"] == "no" and "not measured" in rec.one("div", cls="none").text()

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, replace
 
 from harness.core.record import CellRecord
-from harness.decide import paired, tie_order
+from harness.decide import host_bound, paired, tie_order
 from harness.decide.candidate_types import CandidateCase, Miss
 from harness.decide.candidate_types import CandidateDecision as CandidateDecision
 from harness.decide.candidate_types import Scored as Scored
@@ -257,6 +257,7 @@ def _pick(s: Scored, machine: str) -> Pick:
         _numbers(s),
         f"{s.cand.short()} · {figure_words(s)}",
         note,
+        host_bound.words(rec, s.cand.idx),
     )
 
 

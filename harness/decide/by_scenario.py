@@ -57,7 +57,7 @@ class ScenarioCase:
     # the figure's confidence interval; None: no ties
     interval: Callable[[CellRecord], Interval | None] | None
     figure: Callable[[CellRecord], str]  # the short figure of a pick (first screen)
-    numbers: Callable[[CellRecord], str]  # the figures behind a pick (recommendations section)
+    numbers: Callable[[CellRecord], str]  # the figures behind a pick (the evidence section)
     tie_words: str = ""  # `their e2e p99 95% intervals overlap`
     batch1: bool = False
     secondary: Callable[[CellRecord], float | None] | None = None  # ranks cells equal on the first figure
@@ -121,7 +121,7 @@ def not_measured(
     if not any_scenarios([idx]):
         why = (
             f"not measured: no record of this run has scenario results (recorded before the {case.scenario} "
-            "scenario existed); the model-only recommendations stand in"
+            "scenario existed); the model-only comparisons stand in"
         )
     else:
         why = f"not measured: no cell of this machine that ran ok has a {case.scenario} result"
@@ -220,7 +220,7 @@ def _in_order(picks: list, ranked: list[CellRecord], tied: list[CellRecord]) -> 
 @dataclass(frozen=True)
 class ByScenario:
     """A use case decided on each machine from one workload's scenario results (registered by its module).
-    `at`: the case as the constraints make it (several cameras at --camera-fps), when they change it."""
+    `at`: the case as the constraints make it (a constraint that follows --camera-fps, say), when they change it."""
 
     case: ScenarioCase
     order: int

@@ -1,4 +1,4 @@
-"""Deployment-shape recommendations: one artifact for dynamic input sizes, and the simplest deployment (the backend
+"""Deployment-shape use cases: one artifact for dynamic input sizes, and the simplest deployment (the backend
 that runs most of its cells with no remedy, no operator fallback and the precision asked for).
 
 Both compare backends across the rendered machines. The user's memory cap applies to them as to every use case:

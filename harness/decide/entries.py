@@ -12,6 +12,7 @@ import logging
 import math
 
 from harness.core.record import CellRecord
+from harness.decide import host_bound
 from harness.decide.candidate_types import CandidateDecision, Scored
 from harness.decide.index import RunIndex
 from harness.decide.picks import Constraints, Pick, UseCaseAnswer
@@ -41,6 +42,7 @@ def _scored(s: Scored) -> dict:
         "accuracy_source": acc.source,
         "accuracy_detail": acc.as_dict(),
         "memory_mib": s.cand.memory_mib(),
+        "host_bound": host_bound.of(s.cand.rec, s.cand.idx),
     }
 
 
@@ -103,6 +105,7 @@ def _pick_from_rec(p: Pick, idx: RunIndex) -> dict:
         "interval_how": "see figure (this use case compares one workload's scenario results)",
         "accuracy": None,
         "accuracy_source": "not known",
+        "host_bound": host_bound.of(rec, idx),
     }
 
 

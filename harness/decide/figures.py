@@ -20,7 +20,6 @@ from harness.decide.scenario_results import (
     missed_share,
     pct,
     percentile_label,
-    ran_ips,
     result,
     span,
     span_text,
@@ -78,46 +77,6 @@ def camera_numbers(rec: CellRecord) -> str:
     if queries is not None:
         parts.append(f"{int(queries)} queries")
     return ", ".join(parts)
-
-
-# -- multi-camera ------------------------------------------------------------------------------------------------
-def stream_count(rec: CellRecord) -> float | None:
-    return number(result(rec, "multi-stream") or {}, "streams")
-
-
-def multi_check(rec: CellRecord, frame_ms: float = FRAME_MS) -> str | None:
-    res = result(rec, "multi-stream") or {}
-    p99, streams = number(res, "p99"), stream_count(rec)
-    if p99 is None or streams is None:
-        return "multi-stream p99 or stream count not recorded"
-    if p99 > frame_ms:
-        frame = fmt_num(frame_ms)
-        return f"p99 per query {fmt_num(p99)} ms over the {frame} ms frame time with {int(streams)} streams"
-    return None
-
-
-def multi_check_at(fps: float) -> Callable[[CellRecord], str | None]:
-    """multi_check at another camera frame rate (--camera-fps)."""
-    return lambda rec: multi_check(rec, 1000.0 / fps)
-
-
-def multi_figure(rec: CellRecord) -> str:
-    res = result(rec, "multi-stream") or {}
-    ips = ran_ips(res)
-    tail = f", {fmt_num(ips)} img/s" if ips is not None else ""
-    p99 = fmt_num(number(res, "p99") or 0)
-    return (
-        f"{int(stream_count(rec) or 0)} streams at p99 {p99} ms{tail}"  # the frame time is the constraint's
-    )
-
-
-def multi_numbers(rec: CellRecord) -> str:
-    res = result(rec, "multi-stream") or {}
-    ci = span_text(span(res, "p99_interval"))
-    text = multi_figure(rec) + (f" (p99 95% CI {ci})" if ci else " (no p99 interval)")
-    if res.get("mechanism"):
-        text += f"; streams run as {res['mechanism']}"
-    return text
 
 
 # -- server ------------------------------------------------------------------------------------------------------

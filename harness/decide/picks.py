@@ -1,8 +1,8 @@
-"""What every recommendation is made of: the pick, the recommendation, the constraints every use case applies
+"""What every use case's answer is made of: the pick, the answer, the constraints every use case applies
 (the accuracy floor, the user's memory cap) and the tie rule on paired ratios and p50 intervals.
 
 harness.decide.by_workload (model-only figures), harness.decide.by_scenario (the scenario records) and
-harness.decide.deploy (dynamic shapes, simplest deployment) build their recommendations from these.
+harness.decide.deploy (dynamic shapes, simplest deployment) build their answers from these.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.core.record import CellRecord
-from harness.decide import paired
+from harness.decide import host_bound, paired
 from harness.decide.index import RunIndex, machine_label, row_label, workload_key
 from harness.decide.load import finite, null_reason, number, run_shape
 from harness.decide.words import fmt_num
@@ -38,6 +38,8 @@ class Pick:
     numbers: str
     figure: str = ""
     accuracy: str = ""  # the accuracy as known and what the configuration trades (the candidate-based picks)
+    #: "" unless the cell is host-bound: then why its figure will move with the host CPU (harness.decide.host_bound)
+    host_bound: str = ""
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,7 @@ def make_pick(
         str(rec.cell_id),
         numbers,
         figure,
+        host_bound=host_bound.words(rec, idx),
     )
 
 

@@ -167,6 +167,15 @@ def _workload(rec: CellRecord) -> tuple:
     )
 
 
+def share_text(v: dict) -> str:
+    """The figure a verdict rests on, in words."""
+    if v.get("enqueue_share") is not None:
+        return f"host enqueues {v['enqueue_share']:.0%} of the round"
+    if v.get("device_busy_share") is not None:
+        return f"device busy {v['device_busy_share']:.0%} of the round"
+    return "n/a"
+
+
 def verdict(rec: CellRecord, run_records: list[CellRecord]) -> dict | None:
     """The record's `host_bound` section, or for a CUDA record without one (written before the tracker existed)
     the verdict derived from its run: the device busy share = device time of the round's kernels with no launch

@@ -41,14 +41,14 @@ def build_parser() -> Parser:
         action="append",
         default=[],
         metavar="PRECISION=SHARE",
-        help="share of the PyTorch fp32 reference's mAP50-95 a cell must keep to be recommended, per precision "
+        help="share of the PyTorch fp32 reference's mAP50-95 a cell must keep to be picked, per precision "
         "(default fp32=0.99 fp16=0.99 int8=0.95); repeatable",
     )
     p.add_argument(
         "--memory-cap",
         type=number("--memory-cap").argparse_type(),
         metavar="MiB",
-        help="recommend only cells whose host peak RSS (and process device peak, where measured) is at most MiB; "
+        help="pick only cells whose host peak RSS (and process device peak, where measured) is at most MiB; "
         "a cell without a memory figure is not known to fit and is rejected; applies to every use case",
     )
     p.add_argument(
@@ -69,7 +69,7 @@ def build_parser() -> Parser:
         "--min-shape",
         type=number("--min-shape").argparse_type(),
         metavar="PX",
-        help="recommend only configurations whose smaller input side is at least PX pixels",
+        help="pick only configurations whose smaller input side is at least PX pixels",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     return p

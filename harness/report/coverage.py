@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from harness.report.index import RunIndex
+from harness.decide.index import RunIndex
 
 
 @dataclass

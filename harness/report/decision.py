@@ -2,7 +2,7 @@
 
 One row per use case (its objective and constraints), one column per machine: the pick with the figure that won
 it, the cells tied for it, or why none qualifies or that the use case was not measured. Each row links to the
-recommendation behind it, which names the runner-ups and every rejected cell with its figure.
+evidence behind it, which names the runner-ups and every rejected cell with its figure.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 
 from harness.core.record import CellRecord
-from harness.decide import nearest
+from harness.decide import host_bound, nearest
 from harness.decide.index import RunIndex
 from harness.decide.picks import UseCaseAnswer
 from harness.decide.registry import ALWAYS, IF_ANSWERED, use_cases
@@ -19,7 +19,7 @@ from harness.report.matrix import machine_label
 
 log = logging.getLogger(__name__)
 
-SHORT = 110  # characters of a reason on the first screen; the recommendation below has the whole text
+SHORT = 110  # characters of a reason on the first screen; the evidence below has the whole text
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class DecisionRow:
 
 
 def anchor(rec: UseCaseAnswer) -> str:
-    """The id of a recommendation's block in the recommendations section."""
+    """The id of a use case's block in the evidence section."""
     return f"rec-{rec.key}" + (f"-{rec.machine_pos}" if rec.machine_pos is not None else "")
 
 
@@ -59,7 +59,7 @@ def _clip(text: str) -> str:
 
 
 def answer(rec: UseCaseAnswer) -> Answer:
-    """The first-screen form of one recommendation."""
+    """The first-screen form of one use case's answer."""
     where = anchor(rec)
     if rec.winner is not None:
         w = rec.winner
@@ -71,6 +71,8 @@ def answer(rec: UseCaseAnswer) -> Answer:
             note += f"; {len(rec.rejections)} rejected"
         if w.accuracy:  # what the pick trades in accuracy is never left to the evidence section
             note = f"{w.accuracy}; {note}"
+        if w.host_bound:  # the figure is the host's: it will move with the host CPU
+            note = f"{host_bound.SHORT}; {note}"
         return Answer(
             "pick",
             where,
@@ -85,15 +87,19 @@ def answer(rec: UseCaseAnswer) -> Answer:
         t = rec.tied[0]
         # candidate picks differ in more than the backend: each is named with its configuration
         labels = tuple(
-            f"{p.backend} {p.figure.split(' · ')[0]}" if p.accuracy else p.backend for p in rec.tied
+            f"{p.backend} {p.figure.split(' · ')[0]}" if " · " in p.figure else p.backend for p in rec.tied
         )
+        bound = [p.backend for p in rec.tied if p.host_bound]
+        note = _clip(rec.tie_reason or "")
+        if bound:
+            note = f"{host_bound.SHORT} ({len(bound)} of {len(rec.tied)}); {note}"
         return Answer(
             "tied",
             where,
             tuple(p.backend for p in rec.tied),
             t.device,
             f"{t.backend}: {t.figure or t.numbers}",  # the best-ranked one's figure, said as whose
-            _clip(rec.tie_reason or ""),
+            note,
             tuple(p.cell_id for p in rec.tied),
             rec.workload or "",
             labels=labels,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.measure.host_bound import HOST_BOUND_SHARE, verdict
-from harness.report.index import RunIndex
+from harness.decide.index import RunIndex
+from harness.measure.host_bound import HOST_BOUND_SHARE, share_text, verdict
 from harness.report.matrix import machine_label
 
 MACHINE_DEPENDENT = "machine-dependent"
@@ -22,14 +22,6 @@ class HostBoundRow:
     basis: str
     #: the cells a paired ratio compares it with, each comparison machine-dependent when this cell is host-bound
     compared_with: tuple[str, ...] = ()
-
-
-def _share_text(v: dict) -> str:
-    if v.get("enqueue_share") is not None:
-        return f"host enqueues {v['enqueue_share']:.0%} of the round"
-    if v.get("device_busy_share") is not None:
-        return f"device busy {v['device_busy_share']:.0%} of the round"
-    return "n/a"
 
 
 def host_bound_rows(indexes: list[RunIndex]) -> list[HostBoundRow]:
@@ -50,9 +42,7 @@ def host_bound_rows(indexes: list[RunIndex]) -> list[HostBoundRow]:
             dependent = tuple(sorted(o for o in others if rec.cell_id in bound or o in bound))
             basis = v.get("reason") or v.get("basis") or ""
             rows.append(
-                HostBoundRow(
-                    machine_label(idx, indexes), rec.cell_id, state, _share_text(v), basis, dependent
-                )
+                HostBoundRow(machine_label(idx, indexes), rec.cell_id, state, share_text(v), basis, dependent)
             )
     return rows
 

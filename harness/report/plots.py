@@ -267,7 +267,7 @@ def speed_vs_accuracy(indexes: list[RunIndex], color: Palette) -> PlotView:
     caption = (
         "One point per cell that ran ok and was scored (harness/accuracy): its p50 against its mAP50-95 over the "
         "PyTorch fp32 reference's on the same val images; filled fp32/fp16, hollow int8. The dashed lines are the "
-        "recommendations' accuracy floors (0.99 fp32/fp16, 0.95 int8). Up and right is worse on both."
+        "use cases' accuracy floors (0.99 fp32/fp16, 0.95 int8). Up and right is worse on both."
     )
     many = len(indexes) > 1
     series: dict[str, list[tuple[float, float, str]]] = {}

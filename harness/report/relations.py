@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.check.relations import RELATIONS, check_records
-from harness.report.index import RunIndex
+from harness.decide.index import RunIndex
 from harness.report.matrix import machine_label
 
 

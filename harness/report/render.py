@@ -159,7 +159,7 @@ def build_content(
         "has_compile": with_compile,
         "has_trends": bool(trends),
         "plots": all_plots(indexes, color),
-        "recommendations": recs,
+        "use_cases": recs,
         "claims": evaluate(indexes),
         "regressions": regressions(history),
         "coverage": night_coverage(indexes, history),

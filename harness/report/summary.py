@@ -17,7 +17,7 @@ SUMMARY_SCHEMA = 1
 
 
 def summary_json(content: dict[str, Any], indexes: list[RunIndex]) -> str:
-    """Counts, per-cell verdicts, recommendations, claims and regressions; numbers exactly as recorded."""
+    """Counts, per-cell verdicts, use cases (their picks and evidence), claims and regressions; numbers exactly as recorded."""
     cells = []
     for idx in indexes:
         for rec in idx.all_records():
@@ -66,7 +66,7 @@ def summary_json(content: dict[str, Any], indexes: list[RunIndex]) -> str:
             }
             for row in content["decision"]
         ],
-        "recommendations": [r.as_dict() for r in content["recommendations"]],
+        "use_cases": [r.as_dict() for r in content["use_cases"]],
         "claims": [c.as_dict() for c in content["claims"]],
         "regressions": [r.__dict__ for r in content["regressions"]]
         if content["regressions"] is not None
@@ -107,7 +107,7 @@ def summary_md(content: dict[str, Any]) -> str:
             if a.state == "pick":
                 said.append(f"{where}{md(a.backends[0])}/{md(a.device)} ({md(a.figure)})")
             elif a.state == "tied":
-                said.append(f"{where}tied {md(', '.join(a.backends))} ({md(a.note)})")
+                said.append(f"{where}tied {md(', '.join(a.labels or a.backends))} ({md(a.note)})")
             else:
                 said.append(
                     f"{where}{'not measured' if a.state == 'not-measured' else 'no pick'} ({md(a.note)})"
@@ -123,12 +123,15 @@ def summary_md(content: dict[str, Any]) -> str:
     classes = {k: n for v in content["verdicts"][-1:] for k, n in v.failed_by_class.items()}
     if classes:
         lines += ["", "Failures by class: " + ", ".join(f"{md(k)} {n}" for k, n in classes.items())]
-    lines += ["", "## Recommendations", ""]
-    for r in content["recommendations"]:
+    lines += ["", "## Use cases: the evidence", ""]
+    for r in content["use_cases"]:
         title = md(r.title) + (f" on {md(r.machine)}" if r.machine else "")
         if r.tied:
             names = ", ".join(
-                f"{md(t.backend)}/{md(t.device)} on {md(t.machine)} ({md(t.numbers)})" for t in r.tied
+                f"{md(t.backend)}/{md(t.device)} on {md(t.machine)} ({md(t.numbers)}"
+                + (f"; {md(t.host_bound)}" if t.host_bound else "")
+                + ")"
+                for t in r.tied
             )
             lines.append(f"- **{title}**: tied, no winner ({md(r.tie_reason)}): {names}")
             continue
@@ -137,6 +140,8 @@ def summary_md(content: dict[str, Any]) -> str:
             continue
         w, u = r.winner, r.runner_up
         text = f"- **{title}**: {md(w.backend)}/{md(w.device)} on {md(w.machine)} ({md(w.numbers)})"
+        if w.host_bound:
+            text += f"; {md(w.host_bound)}"
         if u:
             text += f"; runner-up {md(u.backend)}/{md(u.device)} on {md(u.machine)} ({md(u.numbers)})"
         if r.rejected:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from harness.decide import host_bound
 from harness.decide.candidates import Candidate, candidates
 from harness.decide.capacity import Capacity, capacity
 from harness.decide.entries import constraints_dict
@@ -123,6 +124,7 @@ class CameraCapacity:
         return Pick(
             str(c.rec.backend), str(c.rec.device), machine, str(c.rec.cell_id),
             f"{cap.text(cons.camera_fps)}: {cap.how}", f"{c.short()} · {cap.text(cons.camera_fps)}",
+            host_bound=host_bound.words(c.rec, c.idx),
         )  # fmt: skip
 
     @staticmethod
@@ -137,6 +139,7 @@ class CameraCapacity:
             "figure_note": cap.how,
             "mechanism": cap.mechanism or None,
             "memory_mib": c.memory_mib(),
+            "host_bound": host_bound.of(c.rec, c.idx),
         }
 
 

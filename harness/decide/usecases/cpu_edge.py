@@ -18,7 +18,7 @@ from harness.decide.paired import latency_interval
 from harness.decide.registry import register_use_case
 
 CPU_EDGE = RankedUseCase(
-    "cpu-edge", "CPU-only edge", "lowest model-only p50 at batch 1 on the CPU",
+    "cpu-edge", "Backend comparison, CPU: batch-1 latency", "lowest model-only p50 at batch 1 on the CPU",
     lambda r: not is_gpu(r) and runnable(r), ok_b1, p50, False, "CPU", "p50",
     latency_numbers, scoped=True, interval=latency_interval, figure=latency_figure,
 )  # fmt: skip

@@ -18,7 +18,7 @@ from harness.decide.paired import latency_interval
 from harness.decide.registry import register_use_case
 
 GPU_LATENCY = RankedUseCase(
-    "gpu-latency", "Lowest-latency batch-1 GPU server", "lowest model-only p50 at batch 1 on a GPU device",
+    "gpu-latency", "Backend comparison, GPU: batch-1 latency", "lowest model-only p50 at batch 1 on a GPU device",
     lambda r: is_gpu(r) and runnable(r), ok_b1, p50, False, "GPU", "p50",
     latency_numbers, scoped=True, interval=latency_interval, figure=latency_figure,
 )  # fmt: skip

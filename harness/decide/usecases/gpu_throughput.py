@@ -17,7 +17,7 @@ from harness.decide.by_workload import (
 from harness.decide.registry import register_use_case
 
 GPU_THROUGHPUT = RankedUseCase(
-    "gpu-throughput", "Highest-throughput GPU", "highest model-only images/s on a GPU device, any batch",
+    "gpu-throughput", "Backend comparison, GPU: throughput", "highest model-only images/s on a GPU device, any batch",
     lambda r: is_gpu(r) and runnable(r), lambda r: r.status == "ok", throughput, True,
     "GPU", "throughput", throughput_numbers, group_batch=False, scoped=True, interval=throughput_interval,
     figure=throughput_figure,
