@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -18,14 +19,21 @@ TEST_CACHE_ENV = "YOLO26_BENCH_TEST_CACHE"
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
     """Export/checkpoint cache shared by every test of the session, so each real export happens once; with
-    $YOLO26_BENCH_TEST_CACHE, that directory, shared by sessions too."""
+    $YOLO26_BENCH_TEST_CACHE, that directory, shared by sessions too. Under pytest-xdist (`-n 2`) the workers share
+    one: the export cache takes turns on an entry across processes (tests/test_reliability_probe.py p11), so an
+    export one worker made is a hit for the other."""
     import os
 
     if os.environ.get(TEST_CACHE_ENV):
         path = Path(os.environ[TEST_CACHE_ENV])
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    return tmp_path_factory.mktemp("bench-cache")
+    elif XDIST_WORKER:
+        path = (
+            tmp_path_factory.getbasetemp().parent / "bench-cache"
+        )  # the workers' basetemps share this parent
+    else:
+        return tmp_path_factory.mktemp("bench-cache")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -72,7 +80,18 @@ def _audit(event: str, args: tuple) -> None:
         _started.setdefault(_running[-1], event)
 
 
+#: pytest-xdist's variables in a worker's environment: a suite run a test starts from a worker would inherit them
+#: and take itself for an xdist worker (pytest-benchmark then refuses --benchmark-only), so a worker drops them
+XDIST_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+XDIST_WORKER: str | None = None  # this process's worker id under pytest-xdist
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    global XDIST_WORKER
+    if hasattr(config, "workerinput"):
+        XDIST_WORKER = config.workerinput.get("workerid")
+        for name in XDIST_ENV:
+            os.environ.pop(name, None)
     if os.environ.get(AUDIT_ENV):
         sys.addaudithook(_audit)  # for the life of the process: an audit hook cannot be removed
 
@@ -91,12 +110,25 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
             _unmarked[item.nodeid] = event
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist each worker audits its own tests: it leaves them in FILE.<worker> for the controller."""
+    path = os.environ.get(AUDIT_ENV)
+    if path and XDIST_WORKER:
+        Path(f"{path}.{XDIST_WORKER}").write_text(json.dumps({"started": _started, "unmarked": _unmarked}))
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     path = os.environ.get(AUDIT_ENV)
-    if not path:
+    if not path or XDIST_WORKER:
         return
-    Path(path).write_text("".join(f"{nodeid}\t{event}\n" for nodeid, event in sorted(_unmarked.items())))
+    started, unmarked = dict(_started), dict(_unmarked)
+    for part in sorted(Path(path).parent.glob(f"{Path(path).name}.gw*")):  # the workers' shares
+        share = json.loads(part.read_text())
+        started.update(share["started"])
+        unmarked.update(share["unmarked"])
+        part.unlink()
+    Path(path).write_text("".join(f"{nodeid}\t{event}\n" for nodeid, event in sorted(unmarked.items())))
     terminalreporter.write_line(
-        f"process audit: {len(_started)} tests started a process or sent a signal; {len(_unmarked)} without the "
+        f"process audit: {len(started)} tests started a process or sent a signal; {len(unmarked)} without the "
         f"`process` marker (listed in {path})"
     )

@@ -92,6 +92,7 @@ def test_loadgen_keeps_its_logs_and_its_verdict_per_scenario(tmp_path):
 
 
 # -- server: a rate LoadGen rejects is never reported as passing ---------------------------------------------------
+@pytest.mark.slow  # a search of LoadGen server runs (7 s idle)
 def test_server_search_reports_the_highest_rate_loadgen_calls_valid(tmp_path):
     d = dataclasses.replace(st.SHORT, server_steps=4)
     p50 = LOW_MS + SPAN_MS / 2  # within the 20 ms bound: the search runs its steps
@@ -189,6 +190,7 @@ def test_stream_count_is_the_fewest_within_the_best_concurrencys_interval():
     assert sv.choose_streams([]) is None
 
 
+@pytest.mark.slow  # a sweep of LoadGen offline runs (5 s idle)
 def test_offline_sweep_runs_loadgen_offline_rounds_interleaved(tmp_path):
     d = dataclasses.replace(st.SHORT, offline_rounds=2)
     res = sv.offline_sweep(_target(tmp_path, lambda _i: time.sleep(0.004), d), (1, 2), 240.0, 2)

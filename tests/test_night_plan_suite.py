@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from harness.core.envinfo import LIBRARIES
 from harness.core.version import library_version
 from harness.history import synthetic
@@ -39,6 +41,9 @@ def collect(results, *args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+# slow: a suite run of real cells (the budget's and the resume's figures need cells that ran)
+@pytest.mark.slow
+@pytest.mark.process
 def test_time_budget_takes_the_regressed_cell_and_deselects_the_rest(tmp_path):
     results = tmp_path / "results"
     fake_history(results, {1: 10.0, 2: 13.0})  # onnxruntime 30% slower on the second night: regressed
@@ -56,6 +61,7 @@ def test_time_budget_takes_the_regressed_cell_and_deselects_the_rest(tmp_path):
     assert f"{ORT.id}]" in p.stdout and f"{EAGER.id}]" in p.stdout
 
 
+@pytest.mark.process
 def test_bad_time_budget_is_one_error_line(tmp_path):
     p = collect(tmp_path / "results", "--time-budget", "soon")
     errors = [line for line in p.stderr.splitlines() if line.startswith("ERROR:")]
@@ -63,6 +69,9 @@ def test_bad_time_budget_is_one_error_line(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+# slow: a suite run of real cells (the budget's and the resume's figures need cells that ran)
+@pytest.mark.slow
+@pytest.mark.process
 def test_cells_the_run_already_recorded_cost_nothing_under_resume(tmp_path):
     """--resume skips the cells the run holds, so the budget goes to the others: torch-eager is taken in 15 s
     although the regressed onnxruntime cell (already recorded tonight) comes first otherwise."""

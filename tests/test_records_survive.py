@@ -183,6 +183,7 @@ def _gpu_cells(results: Path, run_id: str, shapes: str = "160") -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.process
 def test_record_write_error_stops_the_run_with_one_line(tmp_path):
     env = dict(os.environ, YOLO26_TEST_ENOSPC_AFTER="0")

@@ -377,6 +377,7 @@ except RunClaimed as e:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.process
 def test_p04_runs_started_together_on_one_id_one_wins_the_others_name_it(tmp_path):
     script = tmp_path / "claim.py"
