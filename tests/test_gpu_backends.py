@@ -420,7 +420,28 @@ def test_cudagraph_runner_reports_what_the_inner_runner_read():
 def cpu_runner(tmp_path_factory, cache_dir) -> CellRunner:
     out = tmp_path_factory.mktemp("gpu-backends-results")
     return CellRunner(
-        RunConfig(run_id="gpu-backends", results_dir=out, cache_dir=cache_dir, max_time_s=0.2, block_s=0.02),
+        RunConfig(
+            run_id="gpu-backends",
+            results_dir=out,
+            cache_dir=cache_dir,
+            max_time_s=0.2,
+            block_s=0.02,
+            # the tests read the export, load, timed rounds and parity: no accuracy, end-to-end pairs or scenarios
+            accuracy=False,
+            e2e=False,
+            scenarios="none",
+        ),
+        progress=lambda m: None,
+    )
+
+
+def _no_probe(runner: CellRunner) -> CellRunner:
+    """The same runner without the fresh-process probe (first run and memory): for torch.compile that process
+    compiles the model a second time, and nothing here reads its memory."""
+    from dataclasses import replace
+
+    return CellRunner(
+        replace(runner.config, run_id="torch-compile", isolate_first_run=False, memory_rounds=0),
         progress=lambda m: None,
     )
 
@@ -440,7 +461,7 @@ def torch_compile_cpu(cpu_runner):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(TorchCompile, "load", spy)
-        rec = cpu_runner.run_cell(Cell("n", "detect", "e2e", "torch-compile", "cpu", S320))
+        rec = _no_probe(cpu_runner).run_cell(Cell("n", "detect", "e2e", "torch-compile", "cpu", S320))
     return rec, loaded
 
 
@@ -466,6 +487,29 @@ def test_torch_compile_cpu_runs_and_times_compilation_apart(torch_compile_cpu):
         f"\ntorch-compile cpu yolo26n 320: compile {compile_s:.1f} s, load {rec.load_s:.1f} s, "
         f"p50 {rec.latency_ms.p50:.2f} ms, box IoU {rec.parity['metrics']['box_iou_mean']:.4f}"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_two_compiled_yolo26n_runners_alive_at_once(torch_compile_cpu, cpu_runner):
+    """Two compiled yolo26n runners, loaded before either runs (as a timing phase does), each run twice in turn
+    (issue 24, defect 1; tests/test_torch_compile.py holds the same on a tiny model). After the fixture's compile
+    at 320, the 320 runner's load is Dynamo's reuse of that code and the 64 runner's is a real compile: compiling
+    the second must leave the first's code in place (a timed call that needed a recompile raises)."""
+    be = backends.get("torch-compile")
+    runners = []
+    for side in (320, 64):
+        cell = Cell("n", "detect", "e2e", "torch-compile", "cpu", Shape(side, side))
+        runners.append((be.load(cpu_runner.materialize(cell).checkpoint, cell, {}), side))
+    try:
+        assert runners[0][0].compile_s is None and runners[1][0].compile_s > 0  # reused, then compiled
+        for runner, side in (*runners, *runners):
+            x = np.random.rand(1, 3, side, side).astype(np.float32)
+            out = runner.outputs(runner.run(runner.prepare(x)))
+            assert out and np.isfinite(out[0]).all()
+    finally:
+        for runner, _ in runners:
+            runner.close()
 
 
 @pytest.mark.slow

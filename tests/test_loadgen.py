@@ -126,9 +126,14 @@ def test_server_never_reports_a_rate_loadgen_rejects_when_the_runner_is_slowed(t
 
     runner, cell = ort160
     d = dataclasses.replace(st.SHORT, server_steps=4)
+    # the slowed runs only need LoadGen to see the bound missed: 20 queries of a runner slowed x20 take 1/5 of
+    # the 100 a VALID verdict needs (each query then takes ~20 median queries' time)
+    few = dataclasses.replace(d, server_ms=200, server_queries=20)
 
     def target(cfg: ScenarioConfig, name: str) -> Target:
-        return Target(streams_for(runner, cell, cfg), 2, 1, tmp_path / name, tmp_path, d, 0)
+        return Target(
+            streams_for(runner, cell, cfg), 2, 1, tmp_path / name, tmp_path, few if cfg.slowdown > 1 else d, 0
+        )
 
     plain = ScenarioConfig(threads=1)
     ss = single_stream(target(plain, "plain"), expected_ms=2.0)

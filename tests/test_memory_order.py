@@ -25,7 +25,10 @@ from harness.execute.runner import CellRunner, RunConfig
 from harness.execute.memory_cache import MemoryCache
 
 out, cache, order = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3].split(",")
-cfg = RunConfig(run_id="r", results_dir=out, cache_dir=cache, max_time_s=0.1, block_s=0.02, warmup=1, remedies=False)
+# memory is measured in a fresh probe process (load, first run, memory_rounds runs): accuracy, end-to-end pairs and
+# scenarios come after it and change none of its figures
+cfg = RunConfig(run_id="r", results_dir=out, cache_dir=cache, max_time_s=0.1, block_s=0.02, warmup=1, remedies=False,
+                accuracy=False, e2e=False, scenarios="none")
 runner = CellRunner(cfg, progress=lambda m: None)
 runner.memory_cache = MemoryCache(out)  # measure afresh: no figures reused from another order's run
 cells = [Cell("n", "detect", "e2e", b, "cpu", Shape(160, 160)) for b in order]

@@ -17,9 +17,19 @@ SHAPE = Shape(160, 160)
 CPU_BACKENDS = ("torch-eager", "onnxruntime", "openvino", "executorch-xnnpack")
 
 
+#: what the tests that read timing, status and pairing leave out; the module's one whole run (first_run) keeps all
+LEAN = {"accuracy": False, "e2e": False, "scenarios": "none"}
+
+
 def _runner(tmp_path, cache_dir, run_id="r1", **kw) -> CellRunner:
     cfg = RunConfig(
-        run_id=run_id, results_dir=tmp_path, cache_dir=cache_dir, max_time_s=0.2, block_s=0.02, warmup=1, **kw
+        run_id=run_id,
+        results_dir=tmp_path,
+        cache_dir=cache_dir,
+        max_time_s=0.2,
+        block_s=0.02,
+        warmup=1,
+        **{**LEAN, **kw},
     )
     return CellRunner(cfg, progress=lambda m: None)
 
@@ -29,7 +39,7 @@ def first_run(tmp_path_factory, cache_dir):
     """One run over the four CPU backends as one workload (export phase, then interleaved timing); the records are
     shared by the tests below."""
     out = tmp_path_factory.mktemp("results")
-    r = _runner(out, cache_dir)
+    r = _runner(out, cache_dir, accuracy=True, e2e=True, scenarios="screen")  # the defaults: a whole record
     cells = [Cell("n", "detect", "e2e", b, "cpu", SHAPE) for b in CPU_BACKENDS]
     r.prepare(cells)
     by_id = r.run_workload(cells)
@@ -248,7 +258,7 @@ def test_paired_ratio_follows_a_slowdown_of_one_backend(tmp_path, cache_dir, mon
 def test_timing_phase_spreads_every_workload_over_episodes(tmp_path, cache_dir):
     # two workloads loaded together, timed in three episodes each (one workload's episode, then the other's), then
     # each goes on to its records: every episode timed its share, the canary was read around every episode
-    r = _runner(tmp_path, cache_dir, episodes=3, e2e=False, accuracy=False)
+    r = _runner(tmp_path, cache_dir, episodes=3)
     cells = [
         Cell("n", "detect", "e2e", b, "cpu", s) for s in (SHAPE, Shape(192, 192)) for b in CPU_BACKENDS[:2]
     ]
@@ -271,7 +281,7 @@ def test_timing_phase_spreads_every_workload_over_episodes(tmp_path, cache_dir):
         assert len(rec.canary_ms["readings"]) == 6
         assert rec.paired["trials"] == timing["trials"]
     # the other way: one episode is the workload timed in one go
-    one = _runner(tmp_path, cache_dir, run_id="one", episodes=1, e2e=False, accuracy=False)
+    one = _runner(tmp_path, cache_dir, run_id="one", episodes=1)
     one.time_all(cells[:2])
     assert one.timed_workloads == {}
     rec = one.run_workload(cells[:2])[cells[0].id][0]

@@ -9,14 +9,12 @@ import threading
 import numpy as np
 import pytest
 
-from harness import backends
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.errors import HarnessError
 from harness.core.record import CellRecord, new_record
 from harness.diagnosis.failure import failure_from_exception
 from harness.execute.ladder import climb, next_remedy
-from harness.execute.runner import CellRunner, RunConfig
 
 torch = pytest.importorskip("torch")
 
@@ -93,29 +91,6 @@ def test_the_stance_survives_overlapping_calls_from_threads():
         t.join()
     assert seen == ["fail_on_recompile"] * 2
     assert _stance() == "default"  # set_stance's own restore would leave "fail_on_recompile" set here
-
-
-@pytest.mark.slow
-@pytest.mark.export
-def test_two_compiled_yolo26n_runners_alive_at_once(tmp_path, cache_dir):
-    """Two compiled yolo26n runners at tiny shapes, loaded before either runs (as a timing phase does)."""
-    cfg = RunConfig(run_id="c", results_dir=tmp_path, cache_dir=cache_dir, canary=False)
-    svc = CellRunner(cfg, progress=lambda m: None)
-    be = backends.get("torch-compile")
-    if reason := be.probe("cpu"):
-        pytest.skip(reason)
-    runners = []
-    for side in (64, 96):
-        cell = Cell("n", "detect", "e2e", "torch-compile", "cpu", Shape(side, side))
-        runners.append((be.load(svc.materialize(cell).checkpoint, cell, {}), side))
-    try:
-        for runner, side in (*runners, *runners):
-            x = np.random.rand(1, 3, side, side).astype(np.float32)
-            out = runner.outputs(runner.run(runner.prepare(x)))
-            assert out and np.isfinite(out[0]).all()
-    finally:
-        for runner, _ in runners:
-            runner.close()
 
 
 def _failed(cls: str, stage: str = "run", status: str = "run_failed") -> CellRecord:

@@ -22,7 +22,6 @@ import logging
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from harness.accuracy import detection_ap
 
@@ -123,6 +122,10 @@ def _spanned(boxes):
 
 def match(ref: Dets, out: Dets, sim: np.ndarray, score_scale: float) -> tuple[np.ndarray, np.ndarray]:
     """One-to-one optimal assignment of reference to backend detections; returns the matched index pairs."""
+    # imported here: scipy.optimize takes ~0.7 s to import, and a suite run imports this module (through the runner)
+    # before it checks its options
+    from scipy.optimize import linear_sum_assignment
+
     if sim.size == 0:
         return np.zeros(0, int), np.zeros(0, int)
     same = ref.classes[:, None] == out.classes[None, :]
