@@ -48,13 +48,22 @@ def _run_heap_policy():
 
 @pytest.fixture(scope="session", autouse=True)
 def _shared_eval_dataset(tmp_path_factory):
-    """One generated evaluation dataset (val and calib splits) for every run of the session, subprocesses too."""
+    """One generated evaluation dataset (val and calib splits) for every run of the session, subprocesses too; under
+    pytest-xdist one for both workers (generating it takes ~50 s; harness.yolo.dataset.generate holds a file lock
+    while one process writes it, and the others then find it current)."""
     import os
 
     from harness.execute.runner import DATASET_DIR_ENV
 
     old = os.environ.get(DATASET_DIR_ENV)
-    os.environ[DATASET_DIR_ENV] = str(tmp_path_factory.mktemp("eval-dataset"))
+    if XDIST_WORKER:
+        where = (
+            tmp_path_factory.getbasetemp().parent / "eval-dataset"
+        )  # the workers' basetemps share this parent
+        where.mkdir(parents=True, exist_ok=True)
+    else:
+        where = tmp_path_factory.mktemp("eval-dataset")
+    os.environ[DATASET_DIR_ENV] = str(where)
     yield
     if old is None:
         os.environ.pop(DATASET_DIR_ENV, None)

@@ -1,4 +1,4 @@
-"""The operator view (harness.diagnosis.operators) on real yolo26n exports at 320 through the real runtimes, the
+"""The operator view (harness.diagnosis.operators) on real yolo26n exports at 160 through the real runtimes, the
 ONNX Runtime profile parse and the OpenVINO classification on hand-made data, and its report table."""
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from harness.diagnosis.operators import (
 )
 from harness.report.operators import render_operators
 
-SHAPE = Shape(320, 320)
+SHAPE = Shape(
+    160, 160
+)  # the exports tests/test_runner.py and tests/test_threads.py make too (one session cache)
 
 
 def _cell(backend: str) -> Cell:
@@ -234,9 +236,9 @@ def test_executorch_delegate_without_operator_events_counts_its_calls():
 
 
 def _record(backend: str, **extra) -> CellRecord:
-    """An ok record of yolo26n detect e2e 320x320 on `backend` (cpu), with `extra` fields set over it."""
+    """An ok record of yolo26n detect e2e 160x160 on `backend` (cpu), with `extra` fields set over it."""
     rec = new_record("r", _cell(backend), "random-init:0")
-    assert rec.cell_id == f"yolo26n-detect-e2e-{backend}-cpu-320x320-b1-fp32"
+    assert rec.cell_id == f"yolo26n-detect-e2e-{backend}-cpu-160x160-b1-fp32"
     rec.status = "ok"
     for k, v in extra.items():
         setattr(rec, k, v)
@@ -265,7 +267,7 @@ def test_render_operators_one_table_per_workload_fallbacks_first_and_the_reasons
     page = render_operators(records)
     assert page.count('<table class="opv">') == 2
     first, second = page.split("</table>")[:2]
-    assert "yolo26n detect e2e 320x320 b1 fp32" in first and "640x640" in second
+    assert "yolo26n detect e2e 160x160 b1 fp32" in first and "640x640" in second
     rows = re.findall(r"<tr( class=\"opv-fb\")?><th>([^<]+)</th>", first)
     names = [name for _, name in rows]
     fallback_rows = [name for cls, name in rows if cls]
