@@ -32,10 +32,29 @@ def toy_package(tmp_path_factory):
     return path, x, want
 
 
+#: the loader's rungs: the plain load, then each AOTInductor remedy's load options in the ladder's order
+RUNGS = [{}, {"aoti_vec_isa_ok": True}, {"aoti_loader": "direct"}]
+
+
+def test_the_rungs_are_the_ladders_load_options():
+    """The rungs run below are the ones the remedy ladder climbs for an AOTInductor probe that crashed or hung:
+    a remedy added, dropped or given another option (one load_package would not read) fails here first."""
+    from harness.execute.remedies import ladder
+
+    climbed = [
+        r.change["load_options"]
+        for r in ladder()
+        if "load_options" in r.change and "aoti" in r.when.get("backend", [])
+    ]
+    assert [{}, *climbed] == RUNGS
+    probe_crash = {"backend": ["aoti", "aoti-cudagraph"], "class": ["crash", "timeout"], "message": "^probe"}
+    assert all(
+        r.when == probe_crash for r in ladder() if "load_options" in r.change
+    )  # and only after a probe crash or hang
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "options", [{}, {"aoti_vec_isa_ok": True}, {"aoti_loader": "direct"}], ids=["plain", "skip-isa", "direct"]
-)
+@pytest.mark.parametrize("options", RUNGS, ids=["plain", "skip-isa", "direct"])
 def test_every_loader_rung_runs_the_same_package(toy_package, options):
     path, x, want = toy_package
     compiled = load_package(path, False, "cpu", options)
