@@ -37,16 +37,6 @@ def cache_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _run_heap_policy():
-    """The heap policy a run applies (harness.core.allocator), here too: the tests that time runners in this
-    process (CellRunner, pipelines) then measure as a run does, not with torch eager faulting its activations in."""
-    from harness.core import allocator
-
-    allocator.set_policy(allocator.DEFAULT)
-    yield
-
-
-@pytest.fixture(scope="session", autouse=True)
 def _shared_eval_dataset(tmp_path_factory):
     """One generated evaluation dataset (val and calib splits) for every run of the session, subprocesses too; under
     pytest-xdist one for both workers (generating it takes ~50 s; harness.yolo.dataset.generate holds a file lock
@@ -103,6 +93,13 @@ def pytest_configure(config: pytest.Config) -> None:
             os.environ.pop(name, None)
     if os.environ.get(AUDIT_ENV):
         sys.addaudithook(_audit)  # for the life of the process: an audit hook cannot be removed
+    # The heap policy a run applies (harness.core.allocator), here too: the tests that time runners in this process
+    # (CellRunner, pipelines) then measure as a run does, not with torch eager faulting its activations in. Here and
+    # not in a session fixture: applying it starts `ldconfig -p` (ctypes.util.find_library), which the process
+    # audit above would charge to whichever test happens to run first.
+    from harness.core import allocator
+
+    allocator.set_policy(allocator.DEFAULT)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -41,11 +41,13 @@ def _sampled(alloc_mb: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.process
 def test_rss_sampler_sees_a_real_allocation_peak():
     seen = _sampled(300)
     assert seen["delta_mb"] > 250 and seen["samples"] >= 5
 
 
+@pytest.mark.process
 def test_rss_sampler_sees_no_peak_where_nothing_was_allocated():
     seen = _sampled(0)
     assert seen["delta_mb"] < 50 and seen["samples"] >= 5

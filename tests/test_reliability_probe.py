@@ -89,6 +89,7 @@ def _run(root: Path, host: str, i: int, run_id: str | None = None) -> Path:
 # ---- 1. merge never overwrites a run --------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_p01_merge_refuses_an_existing_run_dir_and_replace_swaps_it_whole(tmp_path, caplog):
     db = tmp_path / "h.sqlite"
     a, b = _run(tmp_path / "a", "box-a", 1), _run(tmp_path / "b", "box-b", 1)

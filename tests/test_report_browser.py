@@ -19,7 +19,7 @@ DATA = Path(__file__).parent / "data" / "report"
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "reports" / "test-artifacts"
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.process]  # each test starts headless Chromium
 
 
 def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:

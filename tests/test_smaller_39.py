@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 STANDIN = REPO / "weights" / "standin" / "yolo26n-detect.pt"
 
 
+@pytest.mark.process
 def test_a_worker_the_harness_kills_on_sigterm_is_not_killed_from_outside(tmp_path, _importable_tests):  # noqa: F811
     """Was: the progress line said the worker was "killed by SIGKILL from outside" when the harness killed it, as
     the run's SIGTERM handler does (harness.pytest_plugin.plugin._interrupt_on_sigterm)."""
