@@ -15,6 +15,20 @@ REPO = Path(__file__).resolve().parent.parent
 #: an export cache kept across test sessions (scripts/flaky_check.sh sets it, so repeated passes export once)
 TEST_CACHE_ENV = "YOLO26_BENCH_TEST_CACHE"
 
+#: RunConfig fields for a run whose tests read status, timing, parity, memory or the cache: no accuracy, end-to-end
+#: pairs or LoadGen scenarios (each costs seconds to minutes per cell and such tests read none of them)
+LEAN_RUN = {"accuracy": False, "e2e": False, "scenarios": "none"}
+
+
+def _session_dir(tmp_path_factory, name: str) -> Path:
+    """A directory for the whole test session: under pytest-xdist one for both workers (their basetemps share a
+    parent), else a fresh one."""
+    if not XDIST_WORKER:
+        return tmp_path_factory.mktemp(name)
+    path = tmp_path_factory.getbasetemp().parent / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
@@ -24,14 +38,9 @@ def cache_dir(tmp_path_factory) -> Path:
     export one worker made is a hit for the other."""
     import os
 
-    if os.environ.get(TEST_CACHE_ENV):
-        path = Path(os.environ[TEST_CACHE_ENV])
-    elif XDIST_WORKER:
-        path = (
-            tmp_path_factory.getbasetemp().parent / "bench-cache"
-        )  # the workers' basetemps share this parent
-    else:
-        return tmp_path_factory.mktemp("bench-cache")
+    if not os.environ.get(TEST_CACHE_ENV):
+        return _session_dir(tmp_path_factory, "bench-cache")
+    path = Path(os.environ[TEST_CACHE_ENV])
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -46,14 +55,7 @@ def _shared_eval_dataset(tmp_path_factory):
     from harness.execute.runner import DATASET_DIR_ENV
 
     old = os.environ.get(DATASET_DIR_ENV)
-    if XDIST_WORKER:
-        where = (
-            tmp_path_factory.getbasetemp().parent / "eval-dataset"
-        )  # the workers' basetemps share this parent
-        where.mkdir(parents=True, exist_ok=True)
-    else:
-        where = tmp_path_factory.mktemp("eval-dataset")
-    os.environ[DATASET_DIR_ENV] = str(where)
+    os.environ[DATASET_DIR_ENV] = str(_session_dir(tmp_path_factory, "eval-dataset"))
     yield
     if old is None:
         os.environ.pop(DATASET_DIR_ENV, None)

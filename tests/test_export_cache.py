@@ -31,7 +31,7 @@ from harness.execute.export_cache import (
 )
 from harness.execute.isolate import ExportOutcome
 from harness.execute.runner import CellRunner, RunConfig
-from tests.conftest import REPO
+from tests.conftest import LEAN_RUN, REPO
 
 CELL = Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(160, 160))
 
@@ -45,8 +45,7 @@ def _runner(results: Path, cache: Path, run_id: str, messages: list | None = Non
         block_s=0.02,
         warmup=1,
         rounds=3,
-        # these tests read the cache and the records' status: no accuracy, end-to-end pairs or scenarios
-        **{"accuracy": False, "e2e": False, "scenarios": "none", **kw},
+        **{**LEAN_RUN, **kw},  # these tests read the cache and the records' status
     )
     return CellRunner(cfg, progress=(messages.append if messages is not None else lambda m: None))
 

@@ -2,13 +2,11 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from harness.measure.host_memory import PeakProbe, Sampler
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO
 
 # samplers run on a clock: run under load by scripts/flaky_check.sh
 pytestmark = pytest.mark.timing
@@ -35,7 +33,7 @@ def _sampled(alloc_mb: int) -> dict:
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=ROOT,
+        cwd=REPO,
         check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -21,9 +21,8 @@ from harness.diagnosis.operators import (
 )
 from harness.report.operators import render_operators
 
-SHAPE = Shape(
-    160, 160
-)  # the exports tests/test_runner.py and tests/test_threads.py make too (one session cache)
+# the exports tests/test_runner.py and tests/test_threads.py make too (one session cache)
+SHAPE = Shape(160, 160)
 
 
 def _cell(backend: str) -> Cell:

@@ -22,6 +22,7 @@ from harness.execute.runner import CellRunner, RunConfig
 from harness.measure.corrupt import CORRUPT_ENV, corrupt
 from harness.measure.parity import compare
 from harness.yolo.inputs import letterboxed
+from tests.conftest import LEAN_RUN
 
 SHAPE = Shape(320, 320)
 # each mode and the metric that must name it
@@ -39,10 +40,7 @@ def _runner(results, cache_dir, run_id) -> CellRunner:
         block_s=0.02,
         warmup=1,
         standin=False,
-        # these tests read parity and status: no accuracy, end-to-end pairs or scenarios
-        accuracy=False,
-        e2e=False,
-        scenarios="none",
+        **LEAN_RUN,  # these tests read parity and status
     )
     return CellRunner(cfg, progress=lambda m: None)
 

@@ -12,13 +12,10 @@ from harness.core.cell import Cell
 from harness.core.null_reasons import unexplained_nulls
 from harness.core.results_dir import read_records
 from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
+from tests.conftest import LEAN_RUN
 
 SHAPE = Shape(160, 160)
 CPU_BACKENDS = ("torch-eager", "onnxruntime", "openvino", "executorch-xnnpack")
-
-
-#: what the tests that read timing, status and pairing leave out; the module's one whole run (first_run) keeps all
-LEAN = {"accuracy": False, "e2e": False, "scenarios": "none"}
 
 
 def _runner(tmp_path, cache_dir, run_id="r1", **kw) -> CellRunner:
@@ -29,7 +26,7 @@ def _runner(tmp_path, cache_dir, run_id="r1", **kw) -> CellRunner:
         max_time_s=0.2,
         block_s=0.02,
         warmup=1,
-        **{**LEAN, **kw},
+        **{**LEAN_RUN, **kw},  # the module's one whole run (first_run) switches all three back on
     )
     return CellRunner(cfg, progress=lambda m: None)
 
