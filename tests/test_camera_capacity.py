@@ -7,12 +7,21 @@ import json
 import math
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from harness import backends
+from harness.backends.base import Runner
+from harness.core.axes import Shape
+from harness.core.cell import Cell
 from harness.report import render_report
-from harness.scenarios.capacity import BATCHED, STREAMS, Trial, capacity, search, trial_of
+from harness.scenarios import ScenarioConfig, batched_for, loadgen, streams_for
+from harness.scenarios.capacity import BATCHED, STREAMS, Trial, camera_capacity, capacity, search, trial_of
+from harness.scenarios.logs import DETAIL, read_detail
+from harness.scenarios.results import Target
+from harness.scenarios.settings import SHORT
 
 FPS = 30.0
 FRAME = 1000.0 / FPS
@@ -125,8 +134,19 @@ def test_a_search_result_is_the_figure_and_the_most_cameras_win():
     few = {"fps": 30.0, "interval": [3, 4], "mechanism": "streams", "percentile": 0.9, "tried": [{}] * 4}
     out = _decide(_rec("openvino", search_result=few), _rec("onnxruntime", search_result=many))
     assert out.answer.winner.backend == "onnxruntime"
-    assert "11 cameras at 30 FPS by streams (passes at 11, fails at 12)" in out.answer.winner.figure
+    assert "11 cameras at 30 FPS by one stream per camera (passes at 11, fails at 12)" in out.answer.winner.figure
     assert out.entry["pick"]["interval"] == [11, 12] and out.entry["pick"]["figure_source"] == "search"
+
+
+def test_a_batched_search_names_its_mechanism_and_what_each_mechanism_sustained():
+    both = {"streams": {"value": 2, "interval": [2, 3]}, "batched": {"value": 5, "interval": [5, 6]}}
+    won = {"fps": 30.0, "interval": [5, 6], "mechanism": "batched", "percentile": 0.9, "tried": [{}] * 9}
+    out = _decide(_rec("torch-eager", search_result={**won, "mechanisms": both}))
+    assert "5 cameras at 30 FPS by one batched call of every camera's frame" in out.answer.winner.figure
+    assert "one stream per camera: 2, one batched call of every camera's frame: 5" in out.answer.winner.numbers
+    # the other way: the streams won, and the figure says so
+    lost = {**won, "interval": [2, 3], "mechanism": "streams", "mechanisms": both}
+    assert "by one stream per camera" in _decide(_rec("torch-eager", search_result=lost)).answer.winner.figure
 
 
 def test_without_a_search_the_multi_stream_figures_bound_it_and_say_so():
@@ -162,6 +182,7 @@ def test_without_a_multi_stream_run_one_stream_bounds_it_at_one_camera_either_wa
 # -- the first screen of the committed CPU sample and of the H100 records ----------------------------------------
 DATA = Path(__file__).resolve().parent / "data" / "gpu_h100"
 SAMPLE = Path(__file__).resolve().parent.parent / "results" / "samples" / "2026-11-25-cpu-2core-default"
+STANDIN = Path(__file__).resolve().parent.parent / "weights" / "standin" / "yolo26n-detect.pt"
 
 
 def _first_screen(index: Path) -> str:
@@ -190,3 +211,50 @@ def test_the_committed_cpu_sample_gets_a_camera_capacity_on_the_first_screen(tmp
     index = render_report([SAMPLE], tmp_path)
     assert "at least 2 cameras at 30 FPS (multi-stream at 2 passed; no search ran)" in _first_screen(index)
     assert _capacity_entry(index)["pick"]["interval"] == [2, None]
+
+
+# -- the batched mechanism on a real runner ------------------------------------------------------------------------
+@pytest.mark.timing  # LoadGen keeps a real clock: run under load by scripts/flaky_check.sh
+@pytest.mark.skipif(loadgen.missing() is not None, reason=str(loadgen.missing()))
+def test_a_torch_eager_runner_is_searched_one_stream_per_camera_and_as_one_batched_call(tmp_path):
+    """PyTorch eager takes any batch, so the search also sends the N cameras' frames as one call of batch N (LoadGen
+    still issues N samples per query); which mechanism wins is the machine's, so only what ran is asserted."""
+    cell = Cell("n", "detect", "e2e", "torch-eager", "cpu", Shape(64, 64))
+    runner = backends.get("torch-eager").load(STANDIN, cell, {})
+    cfg = ScenarioConfig(threads=2)
+    target = Target(streams_for(runner, cell, cfg), 2, 1, tmp_path / "loadgen", tmp_path, SHORT, 0)
+    batched = batched_for(runner, cell, cfg)
+    assert batched is not None
+    out = camera_capacity(target, 20.0, 1.0, batched=replace(target, streams_for=batched, grouped=True))
+    assert set(out["mechanisms"]) == {STREAMS, BATCHED}
+    by = {m: [t for t in out["tried"] if t["mechanism"] == m] for m in (STREAMS, BATCHED)}
+    assert by[STREAMS] and by[BATCHED] and out["tried"][0]["cameras"] == 1
+    assert all("batch of" in t["how"] for t in by[BATCHED]) and not any(
+        "batch of" in t["how"] for t in by[STREAMS]
+    )
+    assert (
+        out["mechanism"] in (STREAMS, BATCHED)
+        and out["value"] == out["mechanisms"][out["mechanism"]]["value"]
+    )
+    # LoadGen issued N samples per query to the one batched call
+    for t in by[BATCHED]:
+        detail = read_detail((tmp_path / t["loadgen"]["logs"]).parent / DETAIL)
+        assert detail["effective_samples_per_query"] == t["cameras"]
+
+
+def test_only_a_runner_that_takes_any_batch_gets_the_batched_mechanism():
+    """The other way: the base runner (a static export's), and a cell that is batched already, get none."""
+
+    class Fixed(Runner):
+        def run(self, prepared):
+            return prepared
+
+        def outputs(self, result):
+            return [result]
+
+    cfg = ScenarioConfig()
+    one = Cell("n", "detect", "e2e", "onnxruntime", "cpu", Shape(64, 64))
+    assert Fixed().batched(4) is None and batched_for(Fixed(), one, cfg) is None
+    eager = backends.get("torch-eager").load(STANDIN, replace(one, backend="torch-eager"), {})
+    assert batched_for(eager, replace(one, backend="torch-eager"), cfg) is not None
+    assert batched_for(eager, replace(one, backend="torch-eager", batch=2), cfg) is None

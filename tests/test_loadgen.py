@@ -242,6 +242,32 @@ def test_a_failing_query_is_raised_after_loadgen_finishes(tmp_path):
         single_stream(_target(tmp_path, broken), expected_ms=1.0)
 
 
+def test_a_grouped_target_gets_every_query_of_multi_stream_as_one_batch_call(tmp_path):
+    """The camera-capacity search's batched mechanism: LoadGen's N samples issued together reach one call with all N
+    indices; the other way, a plain target's N streams get one index per call."""
+    grouped_calls: list[list[int]] = []
+    plain_calls: list[object] = []
+    sleep = _uniform_sleep()
+
+    def batch_query(indices) -> None:
+        grouped_calls.append(list(indices))
+        sleep()
+
+    def one(i) -> None:
+        plain_calls.append(i)
+        sleep()
+
+    grouped = dataclasses.replace(
+        _target(tmp_path / "g", None), streams_for=lambda n: ([batch_query], "one call of n"), grouped=True
+    )
+    res = multi_stream(grouped, 3, expected_ms=LOW_MS)
+    assert res["valid"] is True and res["streams"] == 3 and "as one batched call" in res["rule"]
+    assert grouped_calls and all(len(c) == 3 for c in grouped_calls)  # every query: one call of 3 samples
+    assert len(grouped_calls) == res["queries"]
+    multi_stream(_target(tmp_path / "p", one), 3, expected_ms=LOW_MS)
+    assert plain_calls and all(isinstance(i, int) for i in plain_calls)  # one sample per call
+
+
 # -- the camera check stays the harness's -----------------------------------------------------------------------------
 def test_camera_counts_late_and_dropped_frames():
     fast = camera.camera(lambda: time.sleep(0.002), rates=(30,), seconds=1.0)

@@ -159,6 +159,12 @@ class Runner(ABC):
             concurrent=False,
         )
 
+    def batched(self, n: int) -> Streams | None:
+        """One call that runs `n` frames as one batch (a prepared input of batch `n`), for the camera-capacity
+        search's batched mechanism (harness.scenarios.capacity); None where the loaded model takes only its
+        cell's batch (a static export, a captured graph, a compiled module that would recompile)."""
+        return None
+
 
 @dataclass
 class Streams:

@@ -79,6 +79,18 @@ class TorchRunner(TorchDeviceRunner):
         )
 
 
+class EagerRunner(TorchRunner):
+    """A plain nn.Module: it takes any batch, so the camera-capacity search can also send N frames as one call."""
+
+    def batched(self, n: int) -> Streams | None:
+        mechanism = f"one nn.Module call on a batch of {n} frames (the module takes any batch)"
+        if self._cuda:
+            return per_stream_calls(
+                self.stream_call, self.device, 1, mechanism + " on one CUDA stream", cuda=self.cuda_api
+            )
+        return Streams([self.stream_call], mechanism + " under inference_mode")
+
+
 @register
 class TorchEager(Backend):
     name = "torch-eager"
@@ -96,4 +108,4 @@ class TorchEager(Backend):
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
         model, dtype = prepared_on_device(artifact, cell)
-        return TorchRunner(model, cell.device, dtype)
+        return EagerRunner(model, cell.device, dtype)

@@ -39,7 +39,11 @@ class Capacity:
         if self.lo is None:
             return f"not one camera {at}"
         note = {SEARCH: "", BOUNDED: "; no search ran"}.get(self.source, "; no multi-stream or search ran")
-        how = f" by {self.mechanism}" if self.mechanism and self.source == SEARCH else ""
+        how = (
+            f" by {MECHANISM_WORDS.get(self.mechanism, self.mechanism)}"
+            if self.mechanism and self.source == SEARCH
+            else ""
+        )
         if self.hi is None:
             said = {SEARCH: "none tried failed", BOUNDED: f"multi-stream at {self.lo} passed"}.get(
                 self.source, "one stream within the frame time"
@@ -47,6 +51,10 @@ class Capacity:
             return f"at least {_cameras(self.lo)} {at}{how} ({said}{note})"
         count = _cameras(self.lo) if self.hi - 1 == self.lo else f"{self.lo}–{self.hi - 1} cameras"
         return f"{count} {at}{how} (passes at {self.lo}, fails at {self.hi}{note})"
+
+
+#: the search's mechanisms (harness.scenarios.capacity) in words
+MECHANISM_WORDS = {"streams": "one stream per camera", "batched": "one batched call of every camera's frame"}
 
 
 def _cameras(n: int) -> str:
@@ -64,6 +72,12 @@ def capacity(rec: CellRecord, fps: float) -> Capacity | None:
         label = percentile_label(found)
         tried = len(found.get("tried") or [])
         how = f"searched: {tried} LoadGen MultiStream runs, per-query {label} within {fmt_num(frame)} ms"
+        mechanisms = found.get("mechanisms") or {}
+        if len(mechanisms) > 1:  # both searched: what each sustained
+            how += "; " + ", ".join(
+                f"{MECHANISM_WORDS.get(m, m)}: {r.get('value') if r.get('value') is not None else 'not one'}"
+                for m, r in mechanisms.items()
+            )
         return Capacity(lo, hi, SEARCH, how, str(found.get("mechanism") or ""))
     multi = result(rec, "multi-stream")
     streams = number(multi or {}, "streams")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,29 @@ def streams_for(runner, cell, cfg: ScenarioConfig) -> Callable[[int], tuple[list
     return make
 
 
+def batched_for(
+    runner, cell, cfg: ScenarioConfig
+) -> Callable[[int], tuple[list[loadgen.BatchQuery], str]] | None:
+    """`n` -> one batch query: the n samples LoadGen issues together as one end-to-end call of batch n (the frame
+    of the first sample, n times, as the harness's batch cells run); None where the runner takes only its cell's
+    batch (harness.backends.base.Runner.batched) or the cell is batched already."""
+    if cell.batch != 1 or runner.batched(2) is None:
+        return None
+
+    def make(n: int) -> tuple[list[loadgen.BatchQuery], str]:
+        streams = runner.batched(n)
+        call = stretched(streams.calls[0], cfg.slowdown)
+        at_n = replace(cell, batch=n)
+        pipes = [for_runner(runner, at_n, image=name, call=call) for name in cfg.images]
+
+        def query(indices, pipes=pipes) -> object:
+            return pipes[indices[0] % len(pipes)].whole()
+
+        return [query], streams.mechanism
+
+    return make
+
+
 def skipped(name: str, why: str) -> dict:
     return {"scenario": name, "value": None, "valid": False, "reason": why, "driver": "mlperf_loadgen"}
 
@@ -133,7 +156,12 @@ def run_all(
         p50 = out["single-stream"].get("p50") or p50  # LoadGen's, with the slowdown if any
         guarded("multi-stream", lambda: multi_stream(target, n, 0.5 * p50))
         if cfg.camera_fps > 0:
-            guarded("camera-capacity", lambda: camera_capacity(target, cfg.camera_fps, 0.5 * p50))
+            batched = batched_for(runner, cell, cfg)
+            batched_target = replace(target, streams_for=batched, grouped=True) if batched else None
+            guarded(
+                "camera-capacity",
+                lambda: camera_capacity(target, cfg.camera_fps, 0.5 * p50, batched=batched_target),
+            )
         guarded(
             "offline",
             lambda: server_scenario.offline_sweep(target, cfg.offline_sweep, 1000.0 / p50, cfg.threads),

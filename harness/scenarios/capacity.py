@@ -76,6 +76,7 @@ def trial_of(result: dict, cameras: int, frame_ms: float, mechanism: str) -> Tri
     entry = {
         "cameras": cameras,
         "mechanism": mechanism,
+        "how": result.get("mechanism"),  # the runtime's way of running them (the multi-stream result's)
         "ok": ok,
         "valid": valid,
         "percentile": result.get("percentile"),

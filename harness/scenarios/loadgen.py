@@ -7,7 +7,8 @@ under test and the query sample library. LoadGen issues the queries, keeps the c
   the runtime's own concurrency where it has one), one worker thread per stream fed from one FIFO queue; LoadGen's
   issue callback only enqueues, so an issue never waits for a busy stream (the Server scenario's queueing counts
   in the latency, from the sample's scheduled arrival). Each worker completes its sample itself
-  (`QuerySamplesComplete`).
+  (`QuerySamplesComplete`). Grouped (the camera-capacity search's batched mechanism): the samples LoadGen issues
+  together go to one call as one batch (`BatchQuery`), and complete together.
 - LoadGen writes its logs (summary, detail, trace) into the run's directory; the result is read back from them
   (harness.scenarios.logs). The harness's own clock (issue callback to completion, per sample) is kept beside
   LoadGen's, to check the two agree.
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 
 #: runs the query of sample `index` (one end-to-end call on one stream), synchronously
 Query = Callable[[int], object]
+#: runs the samples `indices` issued together as one batched end-to-end call, synchronously
+BatchQuery = Callable[[Sequence[int]], object]
 
 WHEELS = (
     "mlcommons-loadgen publishes wheels for CPython 3.10-3.13 on Linux x86_64 (glibc 2.28+), macOS arm64 and "
@@ -45,12 +48,19 @@ def missing() -> str | None:
 
 
 class Dispatcher:
-    """The system under test: one worker thread per query function (stream), fed from one FIFO queue."""
+    """The system under test: one worker thread per query function (stream), fed from one FIFO queue. `grouped`:
+    the query functions are `BatchQuery`s and each of LoadGen's issues is one item (its samples as one batch)."""
 
-    def __init__(self, queries: Sequence[Query], clock: Callable[[], int] = time.perf_counter_ns) -> None:
+    def __init__(
+        self,
+        queries: Sequence[Query] | Sequence[BatchQuery],
+        clock: Callable[[], int] = time.perf_counter_ns,
+        grouped: bool = False,
+    ) -> None:
         import mlperf_loadgen as lg
 
         self._lg = lg
+        self._grouped = grouped
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._clock = clock
         self.errors: list[BaseException] = []
@@ -67,28 +77,31 @@ class Dispatcher:
     def issue(self, samples) -> None:
         """LoadGen's IssueQuery callback (LoadGen's thread, holding the GIL): enqueue only."""
         now = self._clock()
+        if self._grouped:
+            self._queue.put(([s.id for s in samples], [s.index for s in samples], now))
+            return
         for s in samples:
-            self._queue.put((s.id, s.index, now))
+            self._queue.put(([s.id], [s.index], now))
 
     def flush(self) -> None:
         """LoadGen's FlushQueries callback: nothing is batched, so nothing to flush."""
 
-    def _work(self, query: Query) -> None:
+    def _work(self, query) -> None:
         lg = self._lg
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            sample_id, index, issued = item
+            sample_ids, indices, issued = item
             if not self.errors:  # after a failure every sample completes at once: LoadGen waits for them all
                 try:
-                    query(index)
+                    query(indices if self._grouped else indices[0])
                 except BaseException as e:  # re-raised after the run; LoadGen must still see the sample done
                     self.errors.append(e)
             took = (self._clock() - issued) / 1e6
             with self._lock:
-                self.harness_ms.append(took)
-            lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0)])
+                self.harness_ms.extend([took] * len(sample_ids))
+            lg.QuerySamplesComplete([lg.QuerySampleResponse(i, 0, 0) for i in sample_ids])
 
     def close(self) -> None:
         for _ in self._threads:
@@ -98,15 +111,20 @@ class Dispatcher:
 
 
 def run_test(
-    scenario: str, settings, queries: Sequence[Query], samples: int, outdir: Path
+    scenario: str,
+    settings,
+    queries: Sequence[Query] | Sequence[BatchQuery],
+    samples: int,
+    outdir: Path,
+    grouped: bool = False,
 ) -> tuple[LoadgenRun, list[float]]:
-    """One LoadGen test of `queries` (one per stream) over a sample library of `samples` samples, logged into
-    `outdir`; returns the run as LoadGen's logs tell it and the harness's clock of each sample (ms). A query that
-    raised is re-raised once LoadGen has finished."""
+    """One LoadGen test of `queries` (one per stream; `grouped`: batch queries, see Dispatcher) over a sample
+    library of `samples` samples, logged into `outdir`; returns the run as LoadGen's logs tell it and the harness's
+    clock of each sample (ms). A query that raised is re-raised once LoadGen has finished."""
     import mlperf_loadgen as lg
 
     outdir.mkdir(parents=True, exist_ok=True)
-    sut_side = Dispatcher(queries)
+    sut_side = Dispatcher(queries, grouped=grouped)
     sut = lg.ConstructSUT(sut_side.issue, sut_side.flush)
     # The samples are decoded once, before any query (harness.measure.pipeline.decoded): nothing to load.
     qsl = lg.ConstructQSL(samples, samples, lambda _: None, lambda _: None)

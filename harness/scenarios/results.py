@@ -22,11 +22,12 @@ import numpy as np
 
 from harness.measure.stats import quantile_interval
 from harness.scenarios import settings as st
-from harness.scenarios.loadgen import Query, run_test
+from harness.scenarios.loadgen import BatchQuery, Query, run_test
 from harness.scenarios.logs import SUMMARY, LoadgenRun
 
-#: `streams_for(n)` -> n query functions (one per stream) and the runtime's concurrency mechanism
-StreamsFor = Callable[[int], tuple[list[Query], str]]
+#: `streams_for(n)` -> n query functions (one per stream; one batch query where the target is grouped) and the
+#: runtime's concurrency mechanism
+StreamsFor = Callable[[int], tuple[list[Query] | list[BatchQuery], str]]
 #: the one-sided confidence of LoadGen's early stopping; the interval's lower end uses the same
 EARLY_STOPPING_CONFIDENCE = 0.99
 #: LoadGen's clock starts before the harness's (its issue thread, then the callback) and stops after it (its
@@ -46,6 +47,9 @@ class Target:
     run_dir: Path  # the record's paths are relative to it
     durations: st.Durations
     seed: int = 0
+    #: `streams_for(n)` gives one batch query that takes the n samples LoadGen issues together as one call (the
+    #: camera-capacity search's batched mechanism; harness.scenarios.loadgen.Dispatcher)
+    grouped: bool = False
 
     def rel(self, path: Path) -> str:
         try:
@@ -163,7 +167,14 @@ def multi_stream(target: Target, streams: int, expected_ms: float) -> dict:
     settings = st.loadgen_settings(
         st.MULTI_STREAM, d, seed=target.seed, expected_ms=expected_ms, samples_per_query=streams
     )
-    run, _ = run_test(st.MULTI_STREAM, settings, queries, target.samples, target.log_dir / st.MULTI_STREAM)
+    run, _ = run_test(
+        st.MULTI_STREAM,
+        settings,
+        queries,
+        target.samples,
+        target.log_dir / st.MULTI_STREAM,
+        grouped=target.grouped,
+    )
     q_lat, pct, es = run.query_latencies_ms(), run.percentiles_ms(per_query=True), run.early_stopping_ms()
     key = f"p{100 * d.multi_percentile:g}"
     secs = run.duration_s()
@@ -175,7 +186,9 @@ def multi_stream(target: Target, streams: int, expected_ms: float) -> dict:
         "value": pct.get(key),
         "unit": "ms",
         "rule": _durations_rule(d, d.multi_ms, d.multi_queries, d.multi_percentile)
-        + f"; a query is {streams} samples issued at once, one per stream, the next when all returned",
+        + f"; a query is {streams} samples issued at once, "
+        + ("as one batched call" if target.grouped else "one per stream")
+        + ", the next when all returned",
         "streams": streams,
         "percentile": d.multi_percentile,
         "p50": pct.get("p50"),
