@@ -182,6 +182,7 @@ def test_without_a_multi_stream_run_one_stream_bounds_it_at_one_camera_either_wa
 # -- the first screen of the committed CPU sample and of the H100 records ----------------------------------------
 DATA = Path(__file__).resolve().parent / "data" / "gpu_h100"
 SAMPLE = Path(__file__).resolve().parent.parent / "results" / "samples" / "2026-11-25-cpu-2core-default"
+SEARCHED_SAMPLE = SAMPLE.parent / "2026-11-26-cpu-2core-default"
 STANDIN = Path(__file__).resolve().parent.parent / "weights" / "standin" / "yolo26n-detect.pt"
 
 
@@ -211,6 +212,14 @@ def test_the_committed_cpu_sample_gets_a_camera_capacity_on_the_first_screen(tmp
     index = render_report([SAMPLE], tmp_path)
     assert "at least 2 cameras at 30 FPS (multi-stream at 2 passed; no search ran)" in _first_screen(index)
     assert _capacity_entry(index)["pick"]["interval"] == [2, None]
+
+
+def test_the_committed_default_run_with_the_search_gets_its_searched_interval_on_the_first_screen(tmp_path):
+    """The README's main command at 19221c7 (results/samples/2026-11-26-cpu-2core-default): the search ran."""
+    index = render_report([SEARCHED_SAMPLE], tmp_path)
+    assert "1 camera at 30 FPS by one stream per camera (passes at 1, fails at 2)" in _first_screen(index)
+    pick = _capacity_entry(index)["pick"]
+    assert pick["interval"] == [1, 2] and pick["figure_source"] == "search" and pick["mechanism"] == STREAMS
 
 
 # -- the batched mechanism on a real runner ------------------------------------------------------------------------
