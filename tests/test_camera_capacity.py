@@ -134,7 +134,10 @@ def test_a_search_result_is_the_figure_and_the_most_cameras_win():
     few = {"fps": 30.0, "interval": [3, 4], "mechanism": "streams", "percentile": 0.9, "tried": [{}] * 4}
     out = _decide(_rec("openvino", search_result=few), _rec("onnxruntime", search_result=many))
     assert out.answer.winner.backend == "onnxruntime"
-    assert "11 cameras at 30 FPS by one stream per camera (passes at 11, fails at 12)" in out.answer.winner.figure
+    assert (
+        "11 cameras at 30 FPS by one stream per camera (passes at 11, fails at 12)"
+        in out.answer.winner.figure
+    )
     assert out.entry["pick"]["interval"] == [11, 12] and out.entry["pick"]["figure_source"] == "search"
 
 
@@ -143,7 +146,9 @@ def test_a_batched_search_names_its_mechanism_and_what_each_mechanism_sustained(
     won = {"fps": 30.0, "interval": [5, 6], "mechanism": "batched", "percentile": 0.9, "tried": [{}] * 9}
     out = _decide(_rec("torch-eager", search_result={**won, "mechanisms": both}))
     assert "5 cameras at 30 FPS by one batched call of every camera's frame" in out.answer.winner.figure
-    assert "one stream per camera: 2, one batched call of every camera's frame: 5" in out.answer.winner.numbers
+    assert (
+        "one stream per camera: 2, one batched call of every camera's frame: 5" in out.answer.winner.numbers
+    )
     # the other way: the streams won, and the figure says so
     lost = {**won, "interval": [2, 3], "mechanism": "streams", "mechanisms": both}
     assert "by one stream per camera" in _decide(_rec("torch-eager", search_result=lost)).answer.winner.figure
