@@ -414,3 +414,15 @@ def test_camera_compares_single_stream_results_by_their_bounded_p90_intervals():
     b = _single_stream(cell("openvino", 11.0, side=320), 12.4, [9.0, 11.9])
     dec = camera([a, b])
     assert [t.cand.rec.backend for t in dec.tied] == ["openvino"]
+
+
+def test_a_stand_in_interval_says_whose_it_is_beside_the_figure():
+    """The first screen's bracket beside `e2e p99 10.5 ms` is the p90's interval when the p99's is open: it says so
+    ([p90 8.4-9.3], which a p99 may lie above); a p99 with its own bounded interval shows it bare."""
+    from harness.decide.by_candidates import figure_words
+
+    dec = camera([_single_stream(cell("onnxruntime", 9.0, side=320), 10.5, [8.4, 9.3])])
+    assert figure_words(dec.pick) == "e2e p99 10.5 ms [p90 8.4–9.3]"
+    own = _single_stream(cell("onnxruntime", 9.0, side=320), 10.5, [8.4, 9.3])
+    own.scenarios["single-stream"]["p99_interval"] = [10.1, 11.0]
+    assert figure_words(camera([own]).pick) == "e2e p99 10.5 ms [10.1–11]"

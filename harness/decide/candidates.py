@@ -39,6 +39,9 @@ class Figure:
     interval_how: str
     source: str  # SCENARIO or SCREEN
     note: str = ""  # what the screen stands on, or the scenario's rule
+    #: "" when `interval` is the figure's own; else the figure whose interval stands in for it (`p90`), said
+    #: beside the interval wherever it is shown
+    interval_of: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,11 +146,12 @@ def camera_figure(rec: CellRecord) -> Figure | None:
     if p99 is not None:
         iv, how = span(res, "p99_interval"), "95% interval of the single-stream p99"
         p90_iv = span(res, "p90_interval")
+        of = ""
         if iv is not None and math.isinf(iv.hi) and p90_iv is not None and math.isfinite(p90_iv.hi):
             # a p99 of ~100 queries has no upper bound (no query beyond it): an open interval would tie every
             # candidate; the single-stream p90's (MLPerf's single-stream metric, bounded by LoadGen's early
             # stopping) compares them instead
-            iv = p90_iv
+            iv, of = p90_iv, "p90"
             how = (
                 "95% interval of the single-stream p90 (LoadGen's early-stopping bound): the p99's has no upper end "
                 f"at {int(number(res, 'queries') or 0)} queries"
@@ -155,7 +159,7 @@ def camera_figure(rec: CellRecord) -> Figure | None:
         if iv is None and low is not None and worst is not None and low <= p99 <= worst:
             iv, how = Interval(low, worst), ranged + " (no p99 interval recorded with the result)"
         return Figure(p99, iv, f"e2e p99 {fmt(p99)} ms", how if iv else "no interval recorded", SCENARIO,
-                      "single-stream result")  # fmt: skip
+                      "single-stream result", of if iv else "")  # fmt: skip
     if lat is None:
         return None
     rounds = int(stat(lat, "rounds") or 0)
