@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from harness.backends import register
@@ -83,12 +84,11 @@ class EagerRunner(TorchRunner):
     """A plain nn.Module: it takes any batch, so the camera-capacity search can also send N frames as one call."""
 
     def batched(self, n: int) -> Streams | None:
-        mechanism = f"one nn.Module call on a batch of {n} frames (the module takes any batch)"
-        if self._cuda:
-            return per_stream_calls(
-                self.stream_call, self.device, 1, mechanism + " on one CUDA stream", cuda=self.cuda_api
-            )
-        return Streams([self.stream_call], mechanism + " under inference_mode")
+        # one stream's call (its own CUDA stream on a GPU), given the n frames as one input
+        return replace(
+            self.streams(1),
+            mechanism=f"one nn.Module call on a batch of {n} frames (the module takes any batch)",
+        )
 
 
 @register

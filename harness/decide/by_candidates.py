@@ -227,8 +227,10 @@ class ByCandidates:
 
 # -- the page's form -----------------------------------------------------------------------------------------------
 def figure_words(s: Scored) -> str:
-    iv, of = s.fig.interval, f"{s.fig.interval_of} " if s.fig.interval_of and s.fig.interval else ""
-    return f"{s.fig.text} [{of}{interval_text(iv)}]" + (" (screened)" if s.fig.source == SCREEN else "")
+    of = f"{s.fig.interval_of} " if s.fig.interval_of else ""
+    return f"{s.fig.text} [{of}{interval_text(s.fig.interval)}]" + (
+        " (screened)" if s.fig.source == SCREEN else ""
+    )
 
 
 def _numbers(s: Scored) -> str:

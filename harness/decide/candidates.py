@@ -159,7 +159,7 @@ def camera_figure(rec: CellRecord) -> Figure | None:
         if iv is None and low is not None and worst is not None and low <= p99 <= worst:
             iv, how = Interval(low, worst), ranged + " (no p99 interval recorded with the result)"
         return Figure(p99, iv, f"e2e p99 {fmt(p99)} ms", how if iv else "no interval recorded", SCENARIO,
-                      "single-stream result", of if iv else "")  # fmt: skip
+                      "single-stream result", of)  # fmt: skip
     if lat is None:
         return None
     rounds = int(stat(lat, "rounds") or 0)

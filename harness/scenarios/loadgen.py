@@ -84,7 +84,7 @@ class Dispatcher:
             self._queue.put(([s.id], [s.index], now))
 
     def flush(self) -> None:
-        """LoadGen's FlushQueries callback: nothing is batched, so nothing to flush."""
+        """LoadGen's FlushQueries callback: every issue is dispatched at once (grouped or not), so nothing to flush."""
 
     def _work(self, query) -> None:
         lg = self._lg
