@@ -18,13 +18,15 @@
 #           (at most --et-budget-s), with one Inductor cache so the second reuses what the first autotuned
 #
 #   benchmarks/gpu_once.sh OUT [--call 1|2] [--wheels DIR] [--budget-s N] [--et-budget-s N] [--probe-timeout N]
-#                              [--device-cpu]
+#                              [--device-cpu] [--cache-dir DIR]
 #                              [--sizes L] [--shapes L] [--precisions L] [--batches L] [--backends L]
 #                              [--scenarios screen|n640|all|none] [--no-executorch] [--collect-only]
 #
 #   --call N        which call (default 1); the lists below override the call's own
 #   --wheels DIR    the wheel folder (default: gpu-wheels beside the repository); absent: the installed packages
 #   --device-cpu    rehearsal on a CPU: device cpu for cuda, yolo26n only, no CUDA-only backend, batch 1
+#   --cache-dir DIR the suite's export cache (default: a fresh one in the call's work folder); a folder shared by
+#                   calls or sessions exports each artifact once
 #   --collect-only  only the suite command with --collect-only: each cell's skip reason or "runs here"
 #   --probe-timeout N  seconds for a fresh artifact's load and first runs (default 120: the H200's AOTInductor
 #                   probes were still loading after a minute; a timeout prints the stack and climbs the loader rungs)
@@ -46,6 +48,7 @@ device=cuda
 sizes="" shapes="" precisions="" batches="" backends="" scenarios=""
 executorch=""
 collect_only=0
+cache_dir=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --call) call=${2:?--call needs 1 or 2}; shift 2 ;;
@@ -54,6 +57,7 @@ while [[ $# -gt 0 ]]; do
         --et-budget-s) et_budget=${2:?--et-budget-s needs seconds}; shift 2 ;;
         --probe-timeout) probe_timeout=${2:?--probe-timeout needs seconds}; shift 2 ;;
         --device-cpu) device=cpu; shift ;;
+        --cache-dir) cache_dir=${2:?--cache-dir needs a folder}; shift 2 ;;
         --sizes) sizes=${2:?--sizes needs a list}; shift 2 ;;
         --shape|--shapes) shapes=${2:?--shapes needs a list}; shift 2 ;;
         --precisions) precisions=${2:?--precisions needs a list}; shift 2 ;;
@@ -220,7 +224,8 @@ fi
 saved_end=$t_end
 [[ $executorch == 1 ]] && t_end=$((t_end - et_budget))
 # shellcheck disable=SC2046
-step "suite (call $call)" $(suite_cmd) --results-dir "$work/results" --cache-dir "$work/cache" --run-id "$run_id"
+step "suite (call $call)" $(suite_cmd) --results-dir "$work/results" --cache-dir "${cache_dir:-$work/cache}" \
+    --run-id "$run_id"
 [[ -f "$work/results/$run_id/cells.jsonl" ]] || status=1
 t_end=$saved_end
 

@@ -45,6 +45,57 @@ def cache_dir(tmp_path_factory) -> Path:
     return path
 
 
+_SHARED_EXPORTS: dict[tuple, object] = {}
+
+
+def shared_export(cache_dir: Path, backend: str, shape, head: str = "e2e"):
+    """The fp32 export of yolo26n detect (the stand-in weights a run uses) for `backend` at `shape`, made as a run
+    makes it: through the harness's export cache, in an isolated worker. A test module that needs an artifact then
+    shares the one a run elsewhere in the session made (or makes it for them), instead of exporting its own.
+    Returns an ExportResult (the checkpoint, for a backend without an export step).
+
+    The process's thread budget is left as it was (opening a run sets it; the thread tests set their own), and the
+    answer is kept for the process, so asking again opens nothing."""
+    from harness import backends, threads
+    from harness.backends.base import ExportResult
+    from harness.core.cell import Cell
+    from harness.execute.runner import CellRunner, RunConfig
+
+    key = (str(cache_dir), backend, shape, head)
+    if key in _SHARED_EXPORTS:
+        return _SHARED_EXPORTS[key]
+    saved_env = {var: os.environ.get(var) for var in (threads.ENV, *threads.OMP_VARS)}
+    torch = sys.modules.get("torch")
+    saved_torch = torch.get_num_threads() if torch is not None else None
+    try:
+        cfg = RunConfig(
+            run_id=f"shared-export-{os.getpid()}",
+            results_dir=Path(cache_dir) / "shared-export-runs",
+            cache_dir=cache_dir,
+            canary=False,
+        )
+        svc = CellRunner(cfg, progress=lambda m: None)
+        cell, be = Cell("n", "detect", head, backend, "cpu", shape), backends.get(backend)
+        mat = svc.materialize(cell)
+        if be.exports:
+            out = svc.export(be, cell, mat, cfg.run_dir / "logs" / f"{cell.id}.log", {})
+            assert out.status == "ok", out.message
+            result = ExportResult(str(out.artifact), dict(out.info or {}))
+        else:
+            result = ExportResult(str(mat.checkpoint), {})
+    finally:
+        for var, value in saved_env.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+        torch = sys.modules.get("torch")
+        if torch is not None and saved_torch is not None:
+            torch.set_num_threads(saved_torch)
+    _SHARED_EXPORTS[key] = result
+    return result
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _shared_eval_dataset(tmp_path_factory):
     """One generated evaluation dataset (val and calib splits) for every run of the session, subprocesses too; under

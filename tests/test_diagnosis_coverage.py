@@ -1,39 +1,24 @@
-"""Operator coverage of real yolo26n exports (320x320) under ONNX Runtime and OpenVINO."""
+"""Operator coverage of real yolo26n exports (160x160) under ONNX Runtime and OpenVINO."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from harness.backends.base import ExportRequest
+from harness.core.axes import Shape
 from harness.diagnosis.coverage import onnxruntime_coverage, openvino_coverage
+from tests.conftest import shared_export
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    """One ONNX and one OpenVINO export of yolo26n (end-to-end head) at 320, shared by this module's tests."""
-    from harness.backends._shared.ultralytics_export import export_with_ultralytics
-    from harness.yolo.models import ModelSource, materialize
-
-    root = tmp_path_factory.mktemp("coverage")
-    mat = materialize(ModelSource("n", "detect"), root / "cache")
-    out = {}
-    for fmt in ("onnx", "openvino"):
-        req = ExportRequest(
-            backend=fmt,
-            device="cpu",
-            checkpoint=str(mat.checkpoint),
-            size="n",
-            task="detect",
-            head="e2e",
-            height=320,
-            width=320,
-            dynamic=False,
-            batch=1,
-            precision="fp32",
-            out_dir=str(root / fmt),
-        )
-        out[fmt] = export_with_ultralytics(req, fmt)
-    return out
+def exports(cache_dir):
+    """The ONNX and OpenVINO exports of yolo26n (end-to-end head) at 160 a run makes, from the session's export
+    cache (tests/conftest.py shared_export): the artifacts other modules' runs at that shape time."""
+    return {
+        fmt: Path(shared_export(cache_dir, backend, Shape(160, 160)).artifact)
+        for fmt, backend in (("onnx", "onnxruntime"), ("openvino", "openvino"))
+    }
 
 
 @pytest.mark.slow

@@ -515,12 +515,13 @@ def test_two_compiled_yolo26n_runners_alive_at_once(torch_compile_cpu, cpu_runne
 @pytest.mark.slow
 @pytest.mark.export
 def test_aoti_cpu_exports_in_isolation_and_runs(cpu_runner):
-    rec = cpu_runner.run_cell(Cell("n", "detect", "e2e", "aoti", "cpu", S320))
+    # at 64: the AOTInductor export the kit's second call rehearses (tests/test_gpu_kit.py), made once per session
+    rec = cpu_runner.run_cell(Cell("n", "detect", "e2e", "aoti", "cpu", Shape(64, 64)))
     _assert_ran_ok(rec)
     assert rec.export_s > 0 and rec.cache_hit in (False, True)
     assert rec.artifact.endswith(".pt2") and rec.artifact_bytes > 1_000_000
     print(
-        f"\naoti cpu yolo26n 320: export {rec.export_s:.1f} s (cache hit {rec.cache_hit}), "
+        f"\naoti cpu yolo26n 64: export {rec.export_s:.1f} s (cache hit {rec.cache_hit}), "
         f"load {rec.load_s:.2f} s, p50 {rec.latency_ms.p50:.2f} ms, "
         f"box IoU {rec.parity['metrics']['box_iou_mean']:.4f}"
     )

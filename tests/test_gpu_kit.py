@@ -91,11 +91,13 @@ def test_the_kits_first_call_runs_end_to_end_on_a_cpu(tmp_path):
 @cpu_machine
 @pytest.mark.slow
 @pytest.mark.export
-def test_the_kits_second_call_runs_end_to_end_on_a_cpu(tmp_path):
-    """aoti through the real export and probe, then the ExecuTorch CUDA exports as skips with their reason."""
+def test_the_kits_second_call_runs_end_to_end_on_a_cpu(tmp_path, cache_dir):
+    """aoti through the real export and probe, then the ExecuTorch CUDA exports as skips with their reason. The
+    export cache is the session's: the AOTInductor export at 64 is made once, by this call or by
+    tests/test_gpu_backends.py's aoti cell, whichever runs first (the other loads it from the cache)."""
     out = tmp_path / "out"
     args = ["bash", str(ONCE), str(out), "--call", "2", "--device-cpu", "--shapes", "64", "--budget-s", "400"]
-    args += ["--et-budget-s", "60", "--wheels", str(tmp_path / "none")]
+    args += ["--et-budget-s", "60", "--wheels", str(tmp_path / "none"), "--cache-dir", str(cache_dir)]
     p = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     recs = [json.loads(line) for line in (out / "cells.jsonl").read_text().splitlines()]

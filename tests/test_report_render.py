@@ -28,15 +28,22 @@ class Node:
     tag: str
     attrs: dict[str, str]
     children: list[Node | str] = field(default_factory=list)
+    _flat: list[Node] | None = field(default=None, repr=False, compare=False)
 
     def text(self) -> str:
         return "".join(c if isinstance(c, str) else c.text() for c in self.children)
 
-    def iter(self):
-        yield self
-        for c in self.children:
-            if isinstance(c, Node):
-                yield from c.iter()
+    def iter(self) -> list[Node]:
+        """This node and every node under it, in document order; listed once (a parsed document is not changed
+        after, and the tests query the same report thousands of times)."""
+        if self._flat is None:
+            flat, stack = [], [self]
+            while stack:
+                n = stack.pop()
+                flat.append(n)
+                stack.extend(c for c in reversed(n.children) if isinstance(c, Node))
+            self._flat = flat
+        return self._flat
 
     def all(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> list[Node]:
         out = []

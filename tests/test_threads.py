@@ -1,7 +1,8 @@
 """The run's CPU thread budget reaches every CPU runtime through its own API and is read back from the runtime.
 
-Real exports of yolo26n at 160x160 (ONNX, OpenVINO IR, ExecuTorch XNNPACK), made once per test session into the
-session's cache directory (`exported`, shared with tests/test_precision.py), and the checkpoint for torch eager.
+Real exports of yolo26n at 160x160 (ONNX, OpenVINO IR, ExecuTorch XNNPACK), made once per test session through the
+harness's export cache (`exported`, shared with tests/test_precision.py and with the runs of other modules at that
+shape), and the checkpoint for torch eager.
 """
 
 from __future__ import annotations
@@ -15,55 +16,23 @@ from pathlib import Path
 import pytest
 
 from harness import backends, threads
-from harness.backends.base import ExportRequest, ExportResult
+from harness.backends.base import ExportResult
 from harness.core import envinfo
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.measure import machine
-from tests.conftest import REPO
+from tests.conftest import REPO, shared_export
 
 SHAPE = Shape(160, 160)
 CPU_BACKENDS = ("onnxruntime", "openvino", "executorch-xnnpack", "torch-eager")
 
 
 # -- shared helpers (tests/test_precision.py uses them too) --------------------------------------------------------
-def checkpoint(cache_dir: Path) -> Path:
-    from harness.yolo.models import ModelSource, materialize
-
-    return materialize(ModelSource("n", "detect", None, 0), cache_dir).checkpoint
-
-
 def exported(cache_dir: Path, backend: str) -> ExportResult:
-    """A real fp32 export of yolo26n at 160x160 for `backend`, in-process, made once per test session.
-
-    The result (artifact and export info) is kept as JSON beside the artifact in the session's cache directory,
-    so the second test module that asks for it gets the same export. Non-exporting backends get the checkpoint.
-    """
-    ckpt = checkpoint(cache_dir)
-    if not backends.get(backend).exports:
-        return ExportResult(str(ckpt), {})
-    out = Path(cache_dir) / "threads-precision-exports" / backend
-    done = out / "export-result.json"
-    if done.is_file():
-        d = json.loads(done.read_text())
-        return ExportResult(d["artifact"], d["info"])
-    req = ExportRequest(
-        backend=backend,
-        device="cpu",
-        checkpoint=str(ckpt),
-        size="n",
-        task="detect",
-        head="e2e",
-        height=SHAPE.height,
-        width=SHAPE.width,
-        dynamic=False,
-        batch=1,
-        precision="fp32",
-        out_dir=str(out),
-    )
-    result = backends.get(backend).export(req)
-    done.write_text(json.dumps({"artifact": result.artifact, "info": result.info}, default=str))
-    return result
+    """The real fp32 export of yolo26n at 160x160 for `backend` a run makes (tests/conftest.py shared_export): one
+    per test session, shared with the runs of other modules at that shape. Non-exporting backends get the
+    checkpoint."""
+    return shared_export(cache_dir, backend, SHAPE)
 
 
 def load_runner(cache_dir: Path, backend: str, precision: str = "fp32"):
