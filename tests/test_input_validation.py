@@ -205,7 +205,15 @@ def test_every_load_path_refuses_the_payload(tmp_path):
 def test_allow_unsafe_weights_lets_the_file_through_the_check_without_loading_it(tmp_path):
     pt, marker = payload_weights(tmp_path)
     p = _pytest_suites(
-        tmp_path, "--weights-dir", str(pt.parent), "--sizes", "n", "--allow-unsafe-weights", "--collect-only"
+        tmp_path,
+        "--weights-dir",
+        str(pt.parent),
+        "--sizes",
+        "n",
+        "--allow-unsafe-weights",
+        "--collect-only",
+        "--backends",
+        "torch-eager",  # the weights are checked before any backend: probing ExecuTorch's would add ~8 s of imports
     )
     assert p.returncode == 0, p.stderr[-2000:]
     assert not marker.exists()  # the check reads the archive's opcodes; nothing is unpickled before work
@@ -230,7 +238,17 @@ def test_a_real_checkpoint_passes_the_safe_check_and_loads(tmp_path, cache_dir):
     check_checkpoint(w / "yolo26n.pt", allow_unsafe=False)
     assert load_yolo(w / "yolo26n.pt").task == "detect"
     p = _pytest_suites(
-        tmp_path, "--weights-dir", str(w), "--sizes", "n", "--tasks", "detect", "--collect-only", "-q"
+        tmp_path,
+        "--weights-dir",
+        str(w),
+        "--sizes",
+        "n",
+        "--tasks",
+        "detect",
+        "--collect-only",
+        "-q",
+        "--backends",
+        "torch-eager",  # the weights are checked before any backend: probing ExecuTorch's would add ~8 s of imports
     )
     assert p.returncode == 0, p.stderr[-2000:]
 
