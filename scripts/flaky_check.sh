@@ -12,7 +12,8 @@
 # PY names the Python (default .venv/bin/python, else python3).
 #
 # MARKS is the -m expression (default 'timing or process or slow'). The load is bounded in time (LOAD_MAX_S, default
-# 3600 s) and stopped when the script ends, however it ends.
+# 3600 s) and stopped when the script ends, however it ends. A pass still running when the load stops says so, and the
+# summary counts only the passes that ended under load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +42,7 @@ stop_load() {
   wait 2>/dev/null || true
 }
 trap stop_load EXIT INT TERM
+load_end=$(( $(date +%s) + load_max_s ))  # the load stops here (LOAD_MAX_S): a pass still running then is not loaded
 for _ in $(seq "$cores"); do
   setsid timeout "$load_max_s" sh -c 'while :; do :; done' &
   pids+=($!)
@@ -61,24 +63,30 @@ fi
 echo "load: $cores busy loops and heavy=$heavy (at most ${load_max_s} s); $passes passes of -m '$marks'; logs in $out"
 
 start=$(date +%s)
+loaded=0  # passes that ended before the load did
 for i in $(seq "$passes"); do
   seed=$((RANDOM * 32768 + RANDOM))
   echo "pass $i/$passes (randomly seed $seed)"
   "$py" -m pytest tests/ -m "$marks" -p randomly -q --randomly-seed="$seed" --junitxml="$out/pass$i.xml" "$@" >"$out/pass$i.log" 2>&1 || true
   tail -n 1 "$out/pass$i.log"
+  if (( $(date +%s) <= load_end )); then
+    loaded=$((loaded + 1))
+  else
+    echo "pass $i: the load had stopped $(( $(date +%s) - load_end )) s before it ended (LOAD_MAX_S=$load_max_s): not a pass under load"
+  fi
 done
 stop_load
 trap - EXIT INT TERM
 
 loads=$(grep -c "passed\|skipped" "$out/load.log" 2>/dev/null || true)
 [[ $heavy == export ]] && echo "heavy process: ${loads:-0} one-cell suite runs (real exports) finished beside the tests"
-"$py" - "$out" "$passes" "$(( $(date +%s) - start ))" "$marks" <<'PY'
+"$py" - "$out" "$passes" "$(( $(date +%s) - start ))" "$marks" "$loaded" <<'PY'
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
-out, passes, wall, marks = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+out, passes, wall, marks, loaded = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 failed, ran = Counter(), Counter()
 for i in range(1, passes + 1):
     xml = out / f"pass{i}.xml"
@@ -92,7 +100,7 @@ for i in range(1, passes + 1):
         ran[name] += 1
         if case.find("failure") is not None or case.find("error") is not None:
             failed[name] += 1
-print(f"{len(ran)} tests (-m '{marks}'), {passes} passes under load, {wall} s: "
+print(f"{len(ran)} tests (-m '{marks}'), {passes} passes ({loaded} of them wholly under load), {wall} s: "
       f"{sum(failed.values())} failures in {len(failed)} tests")
 for name, n in sorted(failed.items()):
     print(f"FLAKY {n}/{passes}: {name}")
