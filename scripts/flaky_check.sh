@@ -69,10 +69,11 @@ for i in $(seq "$passes"); do
   echo "pass $i/$passes (randomly seed $seed)"
   "$py" -m pytest tests/ -m "$marks" -p randomly -q --randomly-seed="$seed" --junitxml="$out/pass$i.xml" "$@" >"$out/pass$i.log" 2>&1 || true
   tail -n 1 "$out/pass$i.log"
-  if (( $(date +%s) <= load_end )); then
+  ended=$(date +%s)
+  if (( ended <= load_end )); then
     loaded=$((loaded + 1))
   else
-    echo "pass $i: the load had stopped $(( $(date +%s) - load_end )) s before it ended (LOAD_MAX_S=$load_max_s): not a pass under load"
+    echo "pass $i: the load had stopped $((ended - load_end)) s before it ended (LOAD_MAX_S=$load_max_s): not a pass under load"
   fi
 done
 stop_load
