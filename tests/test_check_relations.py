@@ -194,3 +194,6 @@ def test_the_gpu_samples_first_runs_memory_contradictions_and_the_new_kits_none(
     h100 = check_records(read_records(SAMPLES / "2026-11-25-h100" / "run"))
     assert {f.relation for f in h100} == {"gpu-memory"} and len(h100) == 4
     assert check_records(read_records(SAMPLES / "2026-11-25-h200-kit" / "call1")) == []
+    # the H100 kit's batch-16 fp16 records of the next day: every relation holds there too
+    b16 = read_records(SAMPLES / "2026-11-26-h100" / "b16")
+    assert [r.status for r in b16] == ["ok", "ok"] and check_records(b16) == []

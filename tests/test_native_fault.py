@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.diagnosis import native_stack
 from harness.diagnosis.failure import failure_from_outcome
 from harness.diagnosis.native_fault import module_of, parse_fault
 from harness.diagnosis.outcome import ExportOutcome
@@ -14,27 +15,12 @@ from tests.test_isolation import REPO, export
 
 pytestmark = pytest.mark.process  # starts worker processes
 
-# What faulthandler printed when torch's AOTInductor loader crashed, in the shape Python 3.12 prints it (the frames
-# are torch 2.11's call path from aoti_load_package to the native loader; the first GPU run had no faulthandler,
-# so this text is written from that call path, not copied from a log: SYNTHETIC).
-TORCH_LOADER_FAULT = """[worker] probe run of /x/yolo26n-detect-aoti-cuda.pt2 at 640x640 (2 measured rounds)
-Fatal Python error: Segmentation fault
-
-Thread 0x00007f0000000001 (most recent call first):
-  File "/usr/lib/python3.12/threading.py", line 359 in wait
-  File "/repo/harness/measure/host_memory.py", line 80 in run
-
-Current thread 0x00007f0000000000 (most recent call first):
-  File "/opt/torch/.venv/lib/python3.12/site-packages/torch/export/pt2_archive/_package.py", line 1075 in _load_aoti
-  File "/opt/torch/.venv/lib/python3.12/site-packages/torch/_inductor/package/package.py", line 120 in load_package
-  File "/opt/torch/.venv/lib/python3.12/site-packages/torch/_inductor/__init__.py", line 269 in aoti_load_package
-  File "/repo/harness/backends/aoti.py", line 210 in load
-  File "/repo/harness/execute/worker.py", line 105 in _probe
-  File "/repo/harness/execute/worker.py", line 160 in main
-  File "<frozen runpy>", line 88 in _run_code
-
-Extension modules: numpy._core._multiarray_umath, torch._C (total: 2)
-"""
+H100 = Path(__file__).parent / "data" / "gpu_h100_2026-11-26"
+#: the aoti probe's log on the H100 (2026-11-26): faulthandler's stack of the SIGSEGV in torch's package loader
+TORCH_LOADER_FAULT = (H100 / "aoti-probe-fault.log").read_text()
+#: the native frames of the same crash (a one-convolution AOTInductor package loaded on that machine; the handler
+#: was then an LD_PRELOAD'ed prototype of harness/diagnosis/native_backtrace.c, without the pc line)
+TORCH_LOADER_NATIVE = (H100 / "aoti-toy-native-backtrace.log").read_text()
 
 
 @pytest.fixture(autouse=True)
@@ -58,6 +44,27 @@ def test_a_native_fault_in_a_worker_leaves_its_stack_and_where(tmp_path):
     assert failure["class"] == "crash"
     assert failure["where"] == "tests.fault_backends.dereference_null"
     assert failure["in_library"] == "tests"
+    # the native frames, printed before faulthandler's: the null read was in the C library, called through ctypes
+    native = failure["native"]
+    assert native is not None, failure.get("native_reason")
+    assert (native["signal"], native["code"], native["address"]) == (11, 1, "0x0")  # SEGV_MAPERR at address 0
+    assert Path(native["frames"][0]["library"]).name.startswith("libc"), native["frames"][:3]
+    assert native["where"].endswith(Path(native["frames"][0]["library"]).name)
+    assert any("_ctypes" in f["library"] for f in native["frames"][1:6])
+    assert "natively in " in outcome.message and "native_reason" not in failure
+    assert log.index("=== native fault") < log.index("Fatal Python error")  # the handler runs first
+
+
+def test_without_the_native_handler_a_crash_says_why_it_has_no_native_frames(tmp_path, monkeypatch):
+    monkeypatch.setattr(native_stack, "_built", (None, "no C compiler (cc, gcc or clang) to build it (test)"))
+    outcome = export("test-native-fault", tmp_path, timeout_s=60)
+    assert (outcome.status, outcome.signal) == ("crashed", "SIGSEGV")
+    assert (
+        outcome.fault["where"] == "tests.fault_backends.dereference_null"
+    )  # faulthandler's frames as before
+    assert outcome.fault["native"] is None
+    assert outcome.fault["native_reason"] == "no C compiler (cc, gcc or clang) to build it (test)"
+    assert "=== native fault" not in Path(outcome.log).read_text() and "natively" not in outcome.message
 
 
 def test_a_signal_sent_from_outside_has_no_native_frames_of_a_runtime(tmp_path):
@@ -67,6 +74,7 @@ def test_a_signal_sent_from_outside_has_no_native_frames_of_a_runtime(tmp_path):
 
 
 def test_a_crash_in_torchs_loader_is_torchs_and_names_the_load_step():
+    """The H100's aoti probe: the crashing thread is the loader's, not the memory sampler's or the watchdog's."""
     fault = parse_fault(TORCH_LOADER_FAULT)
     assert fault is not None
     assert fault.error == "Segmentation fault"
@@ -75,7 +83,7 @@ def test_a_crash_in_torchs_loader_is_torchs_and_names_the_load_step():
     )  # the crashing thread, not the sampler's
     assert fault.in_library == "torch"
     assert fault.step == "load"
-    assert "torch's own code, called from harness.backends.aoti.load" in fault.summary()
+    assert "torch's own code, called from harness.backends.aoti.load_package" in fault.summary()
     outcome = ExportOutcome(
         "crashed", None, message="probe process killed by SIGSEGV", signal="SIGSEGV", fault=fault.to_dict()
     )
@@ -123,3 +131,44 @@ def test_a_worker_killed_at_its_timeout_says_where_it_hung(tmp_path):
     ok = export("test-ok", tmp_path, timeout_s=60)
     assert ok.status == "ok" and ok.fault is None
     assert "most recent call first" not in Path(ok.log).read_text()
+
+
+def test_the_h100_loader_crash_natively_is_in_the_packages_own_cpp():
+    """The native frames of the AOTInductor crash on the H100: inside std::regex, built by
+    torch::aot_inductor::parse_device_str in AOTInductorModel's constructor, all in the package's wrapper.so."""
+    stack = native_stack.parse(TORCH_LOADER_NATIVE)
+    assert stack is not None and (stack.signal, stack.address) == (11, "(nil)")
+    native = stack.to_dict()
+    assert "parse_device_str" in native["where"] and native["where"].endswith(".wrapper.so")
+    assert native["library"].endswith(".wrapper.so")
+    assert native["innermost_in_std"] is True  # the faulting frame's symbol is the C++ library's
+    assert (
+        "segv_bt" not in native["frames"][0]["library"]
+    )  # the handler's own frame and the trampoline dropped
+    assert any("AOTIModelPackageLoader" in (f["symbol"] or "") for f in native["frames"])
+    assert native_stack.summary(native).startswith(
+        "natively in the C++ standard library's code called from torch::aot_inductor::parse_device_str in "
+    )
+
+
+def test_native_frames_where_and_their_absence():
+    """Where: the innermost frame outside namespace std, a frame without a symbol included; the other way: with
+    only std frames it is the innermost, and a log the handler never wrote to has no native stack."""
+    lines = [
+        "=== native fault: signal 7 (code 2) at address 0x10",
+        "pc: /l/libstdc++.so.6 +0x10 _ZNSt6locale7classicEv+0x4",
+        "#0 /tmp/native_backtrace-x.so +0x13a6 ?+0x0",
+        "#1 /lib/libc.so.6 +0x3c050 ?+0x0",
+        "#2 /l/libstdc++.so.6 +0x10 _ZNSt6locale7classicEv+0x4",
+        "#3 /l/librt.so +0x99 ?+0x0",
+        "#4 /l/libx.so +0x20 _ZN1x3runEv+0x8",
+        "=== end of native fault",
+        "#9 /after/the/end.so +0x1 ignored+0x0",
+    ]
+    d = native_stack.parse("noise\n" + "\n".join(lines)).to_dict()
+    assert [Path(f["library"]).name for f in d["frames"]] == ["libstdc++.so.6", "librt.so", "libx.so"]
+    assert d["where"] == "+0x99 in librt.so" and d["innermost_in_std"] is True
+    only_std = native_stack.parse("\n".join(lines[:3] + lines[3:5])).to_dict()
+    assert only_std["where"] == only_std["innermost"] and "locale" in only_std["where"]
+    assert native_stack.parse("Fatal Python error: Segmentation fault\n") is None
+    assert native_stack.parse(TORCH_LOADER_FAULT) is None  # the kit's run had no handler yet

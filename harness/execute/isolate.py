@@ -15,8 +15,9 @@ from pathlib import Path
 
 from harness.backends._shared.phases import last_phase
 from harness.backends.base import ExportRequest
+from harness.diagnosis import native_stack
 from harness.diagnosis.kernel_oom import sigkill_detail
-from harness.diagnosis.native_fault import parse_fault
+from harness.diagnosis.native_fault import NativeFault, parse_fault
 from harness.diagnosis.outcome import ExportOutcome
 from harness.execute import interrupt
 from harness.execute.lifetime import PARENT_ENV
@@ -100,6 +101,21 @@ def _limit_memory(limit_bytes: int | None):
     return apply
 
 
+def _crash_fault(fault: NativeFault | None, native: native_stack.NativeStack | None) -> dict | None:
+    """A crashed worker's `fault`: faulthandler's Python frames (where, stack, ...) and the native frames under
+    `native` (null with `native_reason` when the handler printed none)."""
+    if fault is None and native is None:
+        return None
+    out = fault.to_dict() if fault else {}
+    out["native"] = native.to_dict() if native else None
+    if native is None:
+        _, why = native_stack.handler_library()
+        out["native_reason"] = (
+            why or "the native backtrace handler printed no frames (the signal came from outside)"
+        )
+    return out
+
+
 def run_child(
     payload: dict,
     work_dir: Path,
@@ -125,7 +141,7 @@ def run_child(
         return ExportOutcome(failed_status, None, message=msg, exception_type="builtins.OSError", wall_s=0.0)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     report_r, report_w = os.pipe()  # the worker's one-line report when it cannot write its result
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = native_stack.worker_env(dict(os.environ, PYTHONUNBUFFERED="1"))  # a native crash prints its frames
     env[PARENT_ENV] = str(os.getpid())
     env[REPORT_FD_ENV] = str(report_w)
     # Exports and probes run side by side in the export phase (harness.execute.workload.prepare_all): OpenMP
@@ -204,14 +220,18 @@ def run_child(
         )
     if rc < 0 or result is None:
         sig = signal.Signals(-rc).name if rc < 0 else None
-        # faulthandler (enabled in every worker) printed the Python stack of a fatal signal into the log
-        fault = parse_fault(_worker_output(log_path, log_offset)) if sig not in (None, "SIGKILL") else None
+        # faulthandler (enabled in every worker) printed the Python stack of a fatal signal into the log, and the
+        # native backtrace handler its native frames
+        output = _worker_output(log_path, log_offset) if sig not in (None, "SIGKILL") else ""
+        python, native = (parse_fault(output), native_stack.parse(output)) if output else (None, None)
+        fault = _crash_fault(python, native)
         if sig == "SIGKILL" and proc.pid in _KILLED_BY_RUN:
             detail = f"killed by the harness with SIGKILL: {_KILLED_BY_RUN.pop(proc.pid)}"
         elif sig == "SIGKILL":
             detail = sigkill_detail(proc.pid)
         elif sig:
-            detail = f"killed by {sig}" + (f" {fault.summary()}" if fault else "")
+            detail = f"killed by {sig}" + (f" {python.summary()}" if python else "")
+            detail += f"; {native_stack.summary(fault['native'])}" if fault and fault["native"] else ""
         else:
             detail = f"exited with status {rc} without a result" + (f" ({unreadable})" if unreadable else "")
         return ExportOutcome(
@@ -221,7 +241,7 @@ def run_child(
             signal=sig,
             wall_s=wall,
             log=str(log_path),
-            fault=fault.to_dict() if fault else None,
+            fault=fault,
         )
     if result["status"] != "ok":
         return ExportOutcome(

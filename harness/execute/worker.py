@@ -136,6 +136,13 @@ def main(argv: list[str]) -> int:
     # the parent reads back into the failure record (harness.diagnosis.native_fault).
     faulthandler.enable(all_threads=True)
     faulthandler.register(DUMP_SIGNAL, all_threads=True)
+    # ... and, in front of faulthandler, the native frames (harness.diagnosis.native_stack), where the parent built
+    # the handler: the Python frames name only the function that called into the runtime's C++
+    from harness.diagnosis import native_stack
+
+    why_not = native_stack.install_in_worker()
+    if why_not and os.environ.get(native_stack.ENV, "0") != "0":
+        print(f"[worker] no native backtrace: {why_not}", flush=True)
     from harness.core import allocator
     from harness.execute import lifetime
     from harness.threads import budget, set_budget
