@@ -114,3 +114,27 @@ def test_a_crashed_aoti_probe_climbs_to_the_loader_rungs_and_nothing_else_does()
     }
     ort = _cell(backend="onnxruntime", shape=Shape(640, 640))
     assert "aoti-direct-loader" not in [r.name for r in matching(ort, "crash", message="probe-640x640 ...")]
+
+
+def test_the_h100s_native_crash_in_the_packages_libstdcxx_is_exported_again_linked_to_the_shared_one():
+    """The message a probe crash gets where the native frames show the H100's crash (inside the C++ library's code,
+    called from torch::aot_inductor): the first rung exports again with the shared libstdc++; without that native
+    evidence (no handler, or another crash) the ladder goes straight to the loader rungs."""
+    aoti = _cell(backend="aoti", shape=Shape(640, 640))
+    h100 = (
+        "probe-640x640 process killed by SIGSEGV in torch.export.pt2_archive._package._load_aoti (torch's own code, "
+        "called from harness.backends.aoti.load_package); natively in the C++ standard library's code called from "
+        "torch::aot_inductor::parse_device_str in c1.wrapper.so"
+    )
+    names = [r.name for r in matching(aoti, "crash", message=h100)]
+    assert names[:3] == ["aoti-shared-libstdcxx", "aoti-skip-isa-check", "aoti-direct-loader"]
+    by = {r.name: r for r in ladder()}
+    assert combined_change([by["aoti-shared-libstdcxx"]])["export_options"] == {
+        "aoti_link": "shared-libstdcxx"
+    }
+    for other in (
+        h100.split("; natively")[0],  # no native frames
+        h100.replace("torch::aot_inductor::", "cv::"),  # the C++ library called from someone else's code
+    ):
+        assert "aoti-shared-libstdcxx" not in [r.name for r in matching(aoti, "crash", message=other)]
+    assert "aoti-shared-libstdcxx" not in [r.name for r in matching(aoti, "timeout", message=h100)]

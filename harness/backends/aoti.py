@@ -125,6 +125,29 @@ def export_program(req: ExportRequest, device: str, dtype):
         return torch.export.export(model, (im,), dynamic_shapes=dynamic_shapes, strict=False), spec
 
 
+#: export option `aoti_link` of the remedy rung aoti-shared-libstdcxx (harness/execute/remedies.yaml)
+SHARED_LIBSTDCXX = "shared-libstdcxx"
+
+
+def link_patch(link: str | None):
+    """The Inductor config under which the package is compiled for the export option `aoti_link`.
+
+    On the H100 (results/samples/2026-11-26-h100) the CUDA package's wrapper.so carried a static copy of libstdc++
+    beside the process's shared one and crashed inside std::regex while the model was built. `shared-libstdcxx`
+    puts `-l:libstdc++.so.6` on the link line (AOTInductor's `custom_op_libs` become `-l` options) ahead of the
+    compiler's own libstdc++, so the wrapper's C++ library symbols come from the shared one."""
+    import torch._inductor
+
+    if link is None:
+        return contextlib.nullcontext()
+    if link != SHARED_LIBSTDCXX:
+        raise ValueError(f"aoti_link: unknown {link!r}; valid: {SHARED_LIBSTDCXX}")
+    libs = list(torch._inductor.config.aot_inductor.custom_op_libs or [])  # type: ignore[attr-defined]
+    return torch._inductor.config.patch(  # type: ignore[attr-defined]
+        {"aot_inductor.custom_op_libs": [*libs, ":libstdc++.so.6"]}
+    )
+
+
 def load_package(artifact: Path, run_single_threaded: bool, device: str, options: dict):
     """The loaded package. `options` are a remedy's load_options (harness/execute/remedies.yaml):
     `aoti_vec_isa_ok` skips Inductor's CPU vector-ISA check in `aoti_load_package` (it compiles test programs and
@@ -201,12 +224,18 @@ class Aoti(Backend):
             info["tf32_at_export"] = tf32_switches()
         if spec is not None:
             info["host_postprocess"] = spec
+        link = req.options.get("aoti_link")
+        if link:
+            info["aoti_link"] = link
         suffix = "-backbone" if spec is not None else ""
         pt2 = out / f"yolo26{req.size}-{req.task}-aoti-{device}{suffix}.pt2"
         t0 = time.perf_counter()
         # Cold compile, as for torch-compile: a warm Inductor cache would make export_s depend on earlier exports.
         # torch's config modules gain `patch` at import (install_config_module): the stubs do not show it
-        with torch.compiler.config.patch(force_disable_caches=True):  # type: ignore[attr-defined]
+        with (
+            torch.compiler.config.patch(force_disable_caches=True),  # type: ignore[attr-defined]
+            link_patch(link),
+        ):
             torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2))
         compile_s = time.perf_counter() - t0
         log.info("wrote %s (torch.export %.1f s, AOTInductor compile %.1f s)", pt2, export_s, compile_s)
