@@ -215,11 +215,12 @@ def main() -> int:
             entry["load"] = json.loads(res.read_text())
         else:
             ok = False
-            native = native_stack.parse(out)
+            stack = native_stack.parse(out)
+            native = stack.to_dict() if stack else None  # demangles through c++filt: once
             entry["load"] = {
                 "status": rc,
-                "native": native.to_dict() if native else None,
-                "native_summary": native_stack.summary(native.to_dict()) if native else None,
+                "native": native,
+                "native_summary": native_stack.summary(native) if native else None,
                 "tail": out[-3000:],
             }
         shown = {k: v for k, v in entry["load"].items() if k != "tail"}

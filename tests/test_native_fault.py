@@ -172,3 +172,24 @@ def test_native_frames_where_and_their_absence():
     assert only_std["where"] == only_std["innermost"] and "locale" in only_std["where"]
     assert native_stack.parse("Fatal Python error: Segmentation fault\n") is None
     assert native_stack.parse(TORCH_LOADER_FAULT) is None  # the kit's run had no handler yet
+
+
+def test_the_handler_is_built_only_in_a_folder_that_is_this_users_alone(tmp_path, monkeypatch):
+    """Every worker loads the built library: in a folder others may write to it is not built (nor loaded), and a
+    crash record then says why; in a private one it is built, and found there the next time."""
+    import stat
+    import tempfile
+
+    if not native_stack.handler_library()[0]:
+        pytest.skip(f"no handler here: {native_stack.handler_library()[1]}")
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    shared = tmp_path / f"yolo26-bench-{os.getuid()}"
+    shared.mkdir()
+    shared.chmod(0o777)
+    lib, why = native_stack._build()
+    assert lib is None and "is not this user's alone" in why
+    shared.chmod(0o700)
+    lib, why = native_stack._build()
+    assert why is None and lib.parent == shared and lib.is_file()
+    assert not lib.stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    assert native_stack._build() == (lib, None)

@@ -35,9 +35,7 @@ BUILD_TIMEOUT_S = 60
 _HEADER = re.compile(
     r"^=== native fault: signal (?P<sig>-?\d+)(?: \(code (?P<code>-?\d+)\))? at address (?P<addr>\S+)"
 )
-_FRAME = re.compile(
-    r"^(?:pc:|#\d+) (?P<lib>.+?) \+(?P<off>0x[0-9a-f]+) (?P<sym>\S+?)\+(?P<soff>0x[0-9a-f]+)$"
-)
+_FRAME = re.compile(r"^(?:pc:|#\d+) (?P<lib>.+?) \+(?P<off>0x[0-9a-f]+) (?P<sym>\S+?)\+0x[0-9a-f]+$")
 #: an Itanium-mangled name in namespace std or __gnu_cxx (std::regex's internals, say): not where the code was
 _STD = re.compile(r"^_ZN?[KVrL]*(?:St|9__gnu_cxx)")
 _lock = threading.Lock()
@@ -51,7 +49,6 @@ class NativeFrame:
     symbol: (
         str | None
     )  # the nearest exported symbol at or before the address (mangled); None when there is none
-    symbol_offset: int
 
     @property
     def in_std(self) -> bool:
@@ -131,15 +128,14 @@ def _short(text: str) -> str:
 
 def parse(text: str) -> NativeStack | None:
     """The last native fault the handler printed in `text` (a worker's log), or None."""
-    starts = [m for m in (_HEADER.match(line) for line in text.splitlines()) if m]
-    if not starts:
+    lines = text.splitlines()
+    heads = [(i, m) for i, m in enumerate(map(_HEADER.match, lines)) if m]
+    if not heads:
         return None
-    last = text.rfind(starts[-1].group(0))
-    lines = text[last:].splitlines()[1:]
-    head = starts[-1]
+    start, head = heads[-1]
     pc: NativeFrame | None = None
     frames: list[NativeFrame] = []
-    for line in lines:
+    for line in lines[start + 1 :]:
         if line.startswith("=== end of native fault"):
             break
         m = _FRAME.match(line.strip())
@@ -147,9 +143,7 @@ def parse(text: str) -> NativeStack | None:
             if frames:
                 break
             continue
-        frame = NativeFrame(
-            m["lib"], int(m["off"], 16), None if m["sym"] == "?" else m["sym"], int(m["soff"], 16)
-        )
+        frame = NativeFrame(m["lib"], int(m["off"], 16), None if m["sym"] == "?" else m["sym"])
         if line.startswith("pc:"):
             pc = frame
         else:
@@ -217,10 +211,17 @@ def _build() -> tuple[Path | None, str | None]:
     digest = hashlib.sha256(source + cc.encode()).hexdigest()[:12]
     out_dir = Path(tempfile.gettempdir()) / f"yolo26-bench-{os.getuid()}"
     lib = out_dir / f"native_backtrace-{digest}.so"
-    if lib.is_file():
-        return lib, None
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # every worker loads what is here: a folder another user owns or may write to is not used
+        st = out_dir.stat()
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return (
+                None,
+                f"{out_dir} is not this user's alone: the native backtrace handler is not built there",
+            )
+        if lib.is_file():
+            return lib, None
         tmp = out_dir / f".{lib.name}.{os.getpid()}"
         r = subprocess.run(
             [cc, "-shared", "-fPIC", "-O1", "-o", str(tmp), str(SOURCE), "-ldl"],
