@@ -30,6 +30,15 @@ def _no_cuda() -> bool:
 cpu_machine = pytest.mark.skipif(not _no_cuda(), reason="asserts this CPU machine's no-GPU outcomes")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _kit_tmpdir(tmp_path_factory):
+    """The kit's work folders (mktemp under $TMPDIR; kept, as on a device machine, for the logs) go into the
+    test's own temp folder, which pytest removes, not into the machine's /tmp."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMPDIR", str(tmp_path_factory.mktemp("kit-tmp")))
+        yield
+
+
 def _env() -> dict:
     env = dict(os.environ, PYTHON=sys.executable, PYTHONPATH=str(REPO))
     env.pop("PYTEST_ADDOPTS", None)
