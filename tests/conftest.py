@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # The pytest processes the tests start (suite runs, the console command's runs) leave hypothesis' pytest plugin out:
 # only the test extras install hypothesis, so a user's run never loads it, and loading it cost each such process
-# about 0.7 s of CPU (docs/measurements.md, "Issue 40, ninth part"). Added to whatever PYTEST_ADDOPTS holds; this
+# 0.45-1.81 s of CPU (median 1.07 s, four interleaved pairs; docs/measurements.md, "Issue 40, ninth part"). Added to whatever PYTEST_ADDOPTS holds; this
 # process has parsed its own options already, and the tests that use hypothesis import it themselves.
 _NO_HYPOTHESIS_PLUGIN = "-p no:hypothesispytest"
 if _NO_HYPOTHESIS_PLUGIN not in os.environ.get("PYTEST_ADDOPTS", ""):
