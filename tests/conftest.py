@@ -13,11 +13,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 # The pytest processes the tests start (suite runs, the console command's runs) leave hypothesis' pytest plugin out:
 # only the test extras install hypothesis, so a user's run never loads it, and loading it cost each such process
-# 0.45-1.81 s of CPU (median 1.07 s, four interleaved pairs; docs/measurements.md, "Issue 40, ninth part"). Added to whatever PYTEST_ADDOPTS holds; this
-# process has parsed its own options already, and the tests that use hypothesis import it themselves.
+# 0.45-1.81 s of CPU (median 1.07 s, four interleaved pairs; docs/measurements.md, "Issue 40, ninth part"). Added
+# to whatever PYTEST_ADDOPTS holds; this process has parsed its own options already, and the tests that use
+# hypothesis import it themselves.
 _NO_HYPOTHESIS_PLUGIN = "-p no:hypothesispytest"
-if _NO_HYPOTHESIS_PLUGIN not in os.environ.get("PYTEST_ADDOPTS", ""):
-    os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {_NO_HYPOTHESIS_PLUGIN}".strip()
+_addopts = os.environ.get("PYTEST_ADDOPTS", "")
+if _NO_HYPOTHESIS_PLUGIN not in _addopts:
+    os.environ["PYTEST_ADDOPTS"] = f"{_addopts} {_NO_HYPOTHESIS_PLUGIN}".strip()
 
 
 #: an export cache kept across test sessions (scripts/flaky_check.sh sets it, so repeated passes export once)

@@ -110,7 +110,7 @@ def test_the_kits_second_call_runs_end_to_end_on_a_cpu(tmp_path, cache_dir):
     export cache is the session's: the AOTInductor export at 64 is made once, by this call or by
     tests/test_gpu_backends.py's aoti cell, whichever runs first (the other loads it from the cache)."""
     out = tmp_path / "out"
-    # the kit's default budget, as for call 1 (under load its fresh AOTInductor export took most of 244 s)
+    # the kit's default budget, as for call 1 (under load this call, with a fresh AOTInductor export, took 244 s)
     args = ["bash", str(ONCE), str(out), "--call", "2", "--device-cpu", "--shapes", "64"]
     args += ["--et-budget-s", "60", "--wheels", str(tmp_path / "none"), "--cache-dir", str(cache_dir)]
     p = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=800)
