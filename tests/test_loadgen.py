@@ -63,8 +63,10 @@ def test_single_stream_p90_of_a_known_service_time_agrees_with_the_harness_withi
     res = single_stream(_target(tmp_path, query), expected_ms=LOW_MS)
     lo, hi = res["p90_interval"]
     assert res["valid"] is True and res["loadgen"]["result"] == "VALID", res.get("reason")
-    # LoadGen's p90 is the known one (sleep overshoots by a fraction of a ms), inside its own interval
-    assert KNOWN_P90_MS <= res["p90"] <= KNOWN_P90_MS + 1.0
+    # LoadGen's p90 is at least the known one (a sleep never returns early) and below twice it: how far above
+    # is the sleep's overshoot, a fraction of a ms idle and 2.7 ms in a loaded flaky-check pass, which the
+    # harness's clock over the same queries sees too (its agreement, below, is the fine check)
+    assert KNOWN_P90_MS <= res["p90"] < 2 * KNOWN_P90_MS
     assert lo <= res["p90"] <= hi == res["p90_guaranteed"]
     # the harness's record (its own timing loop) and its clock over the same queries both lie in LoadGen's interval
     assert clocks_agree(harness, res["p90_interval"]), (harness, res["p90_interval"])
