@@ -11,6 +11,7 @@ from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.null_reasons import unexplained_nulls
 from harness.core.results_dir import read_records
+from harness.execute import workload
 from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
 from tests.conftest import LEAN_RUN
 
@@ -220,10 +221,7 @@ def test_workload_with_a_failing_cell_keeps_the_others_and_pairs_only_ok_cells(t
     out = r.run_workload(cells)
     bad, good = out[cells[0].id][0], out[cells[1].id][0]
     assert bad.status == "load_failed" and good.status == "ok"
-    assert (
-        good.paired is None
-        and good.null_reasons["paired"] == "the only ok backend of its workload in this run"
-    )
+    assert good.paired is None and good.null_reasons["paired"] == workload.ALONE
     assert bad.null_reasons["paired"] == "not an ok cell (load_failed)"
     assert good.timing["mode"] == "solo" and unexplained_nulls(good) == [] and unexplained_nulls(bad) == []
 

@@ -3,7 +3,9 @@
 A workload is one model, task, head, device, shape, batch and precision; the workloads of one shape that differ
 only in precision (fp32 and int8) are timed as one group, so that an int8 cell's paired ratio to its fp32 cell is
 measured side by side too. A group's cells' runners are loaded together and timed interleaved (harness.measure.interleave), so every backend's rounds sample the same machine states, and each
-ok cell gets its paired ratio to the workload's reference (torch-eager where it ran ok) and to every other ok cell.
+cell ok when the timing ended gets its paired ratio to the workload's reference (torch-eager where it was ok) and to
+every other such cell (`set_paired`), before any cell's later stages; each cell's record is then written as soon as
+its own stages end, so a run killed midway keeps every cell it finished.
 Memory is measured apart: host memory in the probe's fresh process, and a tracker of one runtime's memory
 (`Tracker.solo_only`) stops after its runner's warm-up, before the next runner loads.
 
@@ -20,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness import backends
 from harness.core.cell import Cell
-from harness.core.record import CellRecord, set_null
+from harness.core.record import PENDING, CellRecord, set_null
 from harness.execute.attempt import remedies
 from harness.execute.isolate import kill_live_workers
 from harness.execute.measuring import time_together
@@ -35,6 +37,8 @@ from harness.measure.interleave import Interleaved, episode_label
 log = logging.getLogger(__name__)
 
 REFERENCE_BACKEND = "torch-eager"
+#: the first stage after the timed rounds: a workload pairs its cells before any of them runs it
+AFTER_TIMING = "end_to_end"
 
 
 def workload_key(cell: Cell) -> tuple:
@@ -112,9 +116,15 @@ def export_cost(cell: Cell) -> float:
 def run_workload(
     cells: list[Cell], services: RunServices, run: RunState, stages: Pipeline
 ) -> dict[str, list[CellRecord]]:
-    """Load the workload's cells, time them interleaved, check parity, and write their records (then each failed
-    cell's remedy attempts, timed alone). Returns cell id -> records. A workload the timing phase (`time_all`)
-    already loaded and timed goes on from there."""
+    """Load the workload's cells, time them interleaved, pair them, then take each cell through its later stages and
+    write its record as soon as they end (then each failed cell's remedy attempts, timed alone, once every runner
+    of the workload is closed). Returns cell id -> records. A workload the timing phase (`time_all`) already loaded
+    and timed goes on from there.
+
+    A record is written whole the moment its cell's stages end, so a run killed midway (even by SIGKILL, which
+    nothing can catch) keeps every cell it finished: the paired ratios, the one thing a record takes from its
+    workload's other cells, come from the interleaved timed rounds, and are set (`set_paired`) once every cell's
+    timing has been read, before any cell's later stages (end to end, parity, scenarios, operators, accuracy)."""
     label = workload_label(cells[0])
     loaded = run.timed_workloads.pop(label, None)
     if loaded is not None and {s.attempt.cell_id for s in loaded[0]} == {c.id for c in cells}:
@@ -126,20 +136,47 @@ def run_workload(
     if ready:
         time_e2e_together(ready, label, services.config, services.progress)
     # the reference backend first: its accuracy pass is the PyTorch fp32 reference the others' reuse
-    for s in sorted(states, key=lambda s: s.cell.backend != REFERENCE_BACKEND):
-        try:
-            stages.advance(s)
-        except Exception as e:
-            crashed(s, e)
-        finally:
+    order = sorted(states, key=lambda s: s.cell.backend != REFERENCE_BACKEND)
+    out: dict[str, list[CellRecord]] = {}
+    try:
+        timed_ok = [s for s in order if _read_timing(s, stages)]
+        set_paired(states, timed_ok)
+        for s in order:
+            _finish_stages(s, stages)
+            out[s.attempt.cell_id] = [finish(s, services.writer)]
+    finally:  # a write that fails (or an interrupt) leaves no runner of the workload loaded
+        for s in states:
             end(s)
-    set_paired(states)
-    out = {}
-    for s in states:
-        rec = finish(s, services.writer)
-        out[s.attempt.cell_id] = [rec, *remedies(s.cell, rec, services, run, stages)]
+    for s in order:
+        out[s.attempt.cell_id] += remedies(s.cell, out[s.attempt.cell_id][0], services, run, stages)
     run.check_stop()  # every cell of the workload recorded, then the run stops on a full disk
-    return out
+    return {c.id: out[c.id] for c in cells if c.id in out}
+
+
+def _read_timing(s: AttemptState, stages: Pipeline) -> bool:
+    """The attempt's stages up to the end of its timed rounds (their latency read from the workload's timing);
+    whether it was ok when its timing ended. A crash ends it here."""
+    try:
+        if stages.advance(s, until=AFTER_TIMING):
+            return True
+    except Exception as e:  # a harness bug in one cell must not lose the others
+        crashed(s, e)
+        stages.over(s)
+    end(s)
+    return False
+
+
+def _finish_stages(s: AttemptState, stages: Pipeline) -> None:
+    """The attempt's remaining stages (end to end, parity, scenarios, operators, accuracy), its runner closed after
+    them; a cell that was paired but ends non-ok here loses its own ratio, said why (`unpair`)."""
+    try:
+        stages.advance(s)
+    except Exception as e:  # a harness bug in one cell must not lose the others
+        crashed(s, e)
+    finally:
+        end(s)
+    if s.rec.paired is not None and s.rec.status != "ok":
+        unpair(s)
 
 
 def _load(
@@ -225,27 +262,33 @@ def _order(s: AttemptState) -> tuple:
     return (name != REFERENCE_BACKEND, s.cell.precision != "fp32", order, name, s.cell.precision)
 
 
-def set_paired(states: list[AttemptState]) -> None:
-    """Each ok cell's `paired`: its p50 over the reference's (torch-eager fp32 where it ran ok, else the first ok
-    backend in the registry's order, fp32 first), and over every other ok cell timed with it (an int8 cell's fp32
-    counterpart among them), from the trials they shared."""
-    ok = [s for s in states if s.rec.status == "ok" and s.timed is not None]
+def set_paired(states: list[AttemptState], timed_ok: list[AttemptState]) -> None:
+    """Each cell's `paired`, from its workload's interleaved timed rounds; `timed_ok`: the cells among `states` that
+    were ok when timing ended (their timed rounds read, no failure so far). Set before any cell's later stages, so
+    each record is whole when written (harness.execute.workload.run_workload).
+
+    A cell of `timed_ok` gets its p50 over the reference's and over every other cell of `timed_ok` timed with it (an
+    int8 cell's fp32 counterpart among them), from the trials they shared. The reference is torch-eager fp32 where
+    it was ok when timing ended, else the first such backend in the registry's order, fp32 first (`_order`).
+
+    A cell that fails later (parity, a crash in a later stage) loses its own ratio (`unpair`: null, with why). The
+    others' records keep theirs to it (as the reference, or under `others`): the ratio of rounds that ran side by
+    side is a timing fact whatever that cell's outputs were, and their records may be on disk before it failed.
+    Its own record says it failed, so a reader comparing with it reads that status (harness.decide compares only
+    ok cells). Cells outside `timed_ok` get a null with the reason."""
+    ok = [s for s in timed_ok if s.timed is not None]
+    ok_ids = {s.attempt.cell_id for s in ok}
     timed = ok[0].timed if ok else None
     if len(ok) < 2 or timed is None or any(s.timed is not timed for s in ok):
         for s in states:
-            why = (
-                "the only ok backend of its workload in this run"
-                if s.rec.status == "ok"
-                else f"not an ok cell ({s.rec.status})"
-            )
-            set_null(s.rec, "paired", why)
+            set_null(s.rec, "paired", ALONE if s.attempt.cell_id in ok_ids else _not_ok(s))
         return
     ref = min(ok, key=_order)
     ref_id = ref.attempt.cell_id
     for s in states:
         key = s.attempt.cell_id
-        if s not in ok:
-            set_null(s.rec, "paired", f"not an ok cell ({s.rec.status})")
+        if key not in ok_ids:
+            set_null(s.rec, "paired", _not_ok(s))
             continue
         mine = timed.paired(key, ref_id) if key != ref_id else None
         others = {}
@@ -264,3 +307,28 @@ def set_paired(states: list[AttemptState]) -> None:
             "interval",
             "others": others,
         }
+
+
+#: the null reason of the `paired` of a cell with no ok partner in its timing
+ALONE = (
+    "the only ok backend of its workload in this run: its workload's other backends were not timed with it (they "
+    "failed or were not selected, or a --resume found them recorded already)"
+)
+
+
+def _not_ok(s: AttemptState) -> str:
+    if s.rec.status == PENDING:  # over before timing without a verdict of its own (not expected)
+        return "not timed with its workload"
+    return f"not an ok cell ({s.rec.status})"
+
+
+def unpair(s: AttemptState) -> None:
+    """A cell paired at the end of timing that ended non-ok in a later stage: its own `paired` is null, with why
+    (the other cells' ratios to it stay: set_paired)."""
+    s.rec.paired = None
+    set_null(
+        s.rec,
+        "paired",
+        f"not an ok cell ({s.rec.status}): it was ok when its workload's timing ended, and the other cells' "
+        "records keep their ratios to it",
+    )
