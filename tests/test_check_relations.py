@@ -81,6 +81,22 @@ def _broken(rec: CellRecord, **changes) -> CellRecord:
     return dataclasses.replace(rec, **changes)
 
 
+def _scaled(lat, k: float):
+    """`lat` with every time multiplied by `k` (the percentiles and the interval still in order)."""
+    times = ("p50", "p90", "p99", "mean", "min", "max", "stdev")
+    changed = {f: getattr(lat, f) * k for f in times if getattr(lat, f) is not None}
+    ci = [v * k for v in lat.p50_ci] if lat.p50_ci is not None else None
+    return dataclasses.replace(lat, **changed, p50_ci=ci)
+
+
+def _no_gap(rec: CellRecord, stages: float = 1.0, scatter: float | None = None) -> CellRecord:
+    """`rec` without `e2e.gap` (its stage_sum_ms as it was), each stage's p50 multiplied by `stages`."""
+    e2e = {k: v for k, v in rec.e2e.items() if k != "gap"}
+    staged = {k: v * stages if v is not None else None for k, v in rec.stages_ms.items()}
+    lat = rec.latency_e2e_ms if scatter is None else dataclasses.replace(rec.latency_e2e_ms, scatter=scatter)
+    return _broken(rec, e2e=e2e, stages_ms=staged, latency_e2e_ms=lat)
+
+
 def test_each_relation_breaks_on_a_record_with_one_figure_changed(good):
     lat, dev, mem, en = good.latency_ms, good.device_latency_ms, good.memory, good.energy
     cases = {
@@ -100,6 +116,8 @@ def test_each_relation_breaks_on_a_record_with_one_figure_changed(good):
             _broken(good, latency_ms=dataclasses.replace(lat, max=lat.p99 - 0.01)),
         ],
         "e2e-stage-sum": [_broken(good, e2e={**good.e2e, "gap": 0.08})],
+        # issue 40: stages twice the whole call, the record without e2e.gap (stage_sum_ms left as it was)
+        "e2e-stages-vs-whole": [_no_gap(good, stages=2.0), _no_gap(good, stages=0.5)],
         "device-within-host": [
             _broken(
                 good,
@@ -108,6 +126,11 @@ def test_each_relation_breaks_on_a_record_with_one_figure_changed(good):
                     for i, (d, h) in enumerate(zip(good.device_samples_ms, good.samples_ms, strict=True))
                 ],
             ),
+        ],
+        # issue 40: a device p50 twice the host p50 while the per-round samples are recorded (and without them)
+        "device-p50-within-host": [
+            _broken(good, device_latency_ms=_scaled(dev, 2 * lat.p50 / dev.p50)),
+            _broken(good, device_latency_ms=_scaled(dev, 2 * lat.p50 / dev.p50), device_samples_ms=None),
         ],
         "energy-window": [
             _broken(good, energy=dataclasses.replace(en, inferences=en.inferences + 1)),
@@ -197,3 +220,121 @@ def test_the_gpu_samples_first_runs_memory_contradictions_and_the_new_kits_none(
     # the H100 kit's batch-16 fp16 records of the next day: every relation holds there too
     b16 = read_records(SAMPLES / "2026-11-26-h100" / "b16")
     assert [r.status for r in b16] == ["ok", "ok"] and check_records(b16) == []
+
+
+# ---- issue 40: the two relations added, escaped lines, no records ---------------------------------------------
+
+
+def test_the_new_relations_name_the_issues_probes(good):
+    """The probes of issue 40 item 6, each named by its relation (before: no finding at all)."""
+    lat, dev = good.latency_ms, good.device_latency_ms
+    twice = _broken(good, device_latency_ms=_scaled(dev, 2 * lat.p50 / dev.p50))
+    (f,) = check_record(twice)
+    assert f.relation == "device-p50-within-host" and "2.00 x" in f.detail and "summar" not in f.relation
+    stages = check_record(_no_gap(good, stages=2.0))
+    assert [f.relation for f in stages] == ["e2e-stages-vs-whole"]
+    assert "no e2e.gap recorded" in stages[0].detail and "2.0" in stages[0].detail
+    # device rounds twice the host rounds: each round breaks, and so does the rounds' p50
+    rounds = _broken(
+        good,
+        device_samples_ms=[2 * h for h in good.samples_ms],
+        device_latency_ms=_scaled(dev, 2 * lat.p50 / dev.p50),
+    )
+    found = {f.relation: f.detail for f in check_record(rounds)}
+    assert set(found) == {"device-within-host", "device-p50-within-host"}
+    assert "per-round samples" in found["device-p50-within-host"]
+
+
+def test_what_the_new_relations_let_pass(good):
+    lat, dev = good.latency_ms, good.device_latency_ms
+    # the device p50 a few microseconds over the host p50 (within 0.01 ms); the stages 4% over the whole call
+    near = _scaled(dev, (lat.p50 + 0.005) / dev.p50)
+    assert check_record(_broken(good, device_latency_ms=near)) == []
+    assert check_record(_no_gap(good, stages=1.04)) == []
+    assert check_record(_no_gap(good, stages=0.96)) == []
+    # whole calls spread widely (scatter 0.3): 5% + 2 x 0.3 = 65% either way holds, twice does not
+    assert check_record(_no_gap(good, stages=1.6, scatter=0.3)) == []
+    assert [f.relation for f in check_record(_no_gap(good, stages=2.0, scatter=0.3))] == [
+        "e2e-stages-vs-whole"
+    ]
+    # nothing to relate: no whole call, no stages, no host figures
+    bare = _no_gap(good, stages=2.0)
+    assert check_record(_broken(bare, e2e={}, latency_e2e_ms=None)) == []
+    assert check_record(_broken(bare, stages_ms=None, e2e={"wall_ms": 10.0})) == []
+    assert check_record(_broken(good, latency_ms=None, samples_ms=None, energy=None)) == []
+
+
+def test_every_committed_record_without_its_gap_holds_the_stage_relation():
+    """The tolerance of e2e-stages-vs-whole holds on every real record with an e2e section once its paired gap is
+    taken away (the worst: +0.747 at a scatter of 0.426, a torch-compile cell on a loaded 2-core machine)."""
+    records = [r for p in H100_FILES for r in read_records(p)]
+    records += [r for p in SAMPLES.rglob("cells.jsonl") for r in read_records(p)]
+    with_e2e = [r for r in records if r.e2e and r.e2e.get("gap") is not None]
+    assert len(with_e2e) > 100
+    for rec in with_e2e:
+        assert [f for f in check_record(_no_gap(rec)) if f.relation == "e2e-stages-vs-whole"] == [], (
+            rec.cell_id
+        )
+
+
+def _run_with(tmp_path: Path, cell_id: str) -> Path:
+    """A run of one real record (it breaks gpu-memory) whose cell id is `cell_id`."""
+    import json
+
+    lines = [json.loads(t) for t in (DATA / "kit-cells-n.jsonl").read_text().splitlines() if t.strip()]
+    line = next(r for r in lines if r["cell_id"] == "yolo26n-detect-e2e-torch-eager-cuda-640x640-b1-fp32")
+    line["cell_id"] = cell_id
+    run = tmp_path / "forged"
+    run.mkdir()
+    (run / "cells.jsonl").write_text(json.dumps(line) + "\n")
+    return run
+
+
+def test_a_cell_id_with_a_newline_or_escapes_stays_on_its_line(tmp_path, capsys):
+    forged = "x\nforged: 0 records of 1 run(s): no relation broken\x1b[2K\r\x1e"
+    run = _run_with(tmp_path, forged)
+    assert cli.main([str(run)]) == 1
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert len(lines) == 1 and "\x1b" not in out and "\r" not in out
+    assert lines[0].startswith(
+        "forged: x\\nforged: 0 records of 1 run(s): no relation broken\\x1b[2K\\r\\x1e: "
+    )
+    assert ": gpu-memory: " in lines[0] and err.count("\n") == 1
+
+
+def test_an_empty_records_file_is_no_records_status_2(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "cells.jsonl").write_bytes(b"")
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n  \n\n")
+    good = DATA / "kit-cells-n.jsonl"
+    for args in ([empty], [blank], [good, empty]):
+        assert cli.main([str(a) for a in args]) == 2, args
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and "no records" in err, err
+
+
+def test_a_records_line_too_deep_to_read_is_one_line_status_2(tmp_path, monkeypatch, capsys):
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    assert cli.main([str(deep)]) == 2  # whatever the reader makes of it: never a traceback, never status 1
+    assert "Traceback" not in capsys.readouterr().err
+
+    def recursing(path):
+        raise RecursionError("maximum recursion depth exceeded while decoding a JSON array")
+
+    monkeypatch.setattr(cli, "read_records", recursing)  # the reader before its depth rule
+    assert cli.main([str(deep)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "nested too deeply" in err
+
+
+def test_check_usage_errors_are_one_line(capsys):
+    assert cli.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and " check: error: the following arguments are required: RUN_DIR" in err
+    assert cli.main(["--bogus", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unrecognized arguments: --bogus" in err

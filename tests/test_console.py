@@ -56,7 +56,7 @@ def test_help_lists_every_command(script, tmp_path):
         assert f"\n  {name} " in p.stdout
 
 
-@pytest.mark.parametrize("name", ["report", "import", "compare", "merge", "export"])
+@pytest.mark.parametrize("name", ["report", "import", "compare", "merge", "export", "check", "durations"])
 @pytest.mark.process
 def test_each_command_has_help(script, tmp_path, name):
     p = run(script, name, "--help", cwd=tmp_path)
@@ -64,6 +64,27 @@ def test_each_command_has_help(script, tmp_path, name):
     assert p.returncode == 0 and p.stdout.startswith(f"usage: yolo26-bench {name} "), (
         p.stdout[:200] + p.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "error"),
+    [
+        ("check", [], "the following arguments are required: RUN_DIR"),
+        ("durations", ["--profile", "quick"], "the following arguments are required: -o/--output"),
+    ],
+)
+@pytest.mark.process
+def test_check_and_durations_usage_errors_are_one_line_under_either_name(script, tmp_path, name, args, error):
+    """Issue 40: `check` and `durations` printed argparse's usage block (2 and 4 lines) and said `yolo26-bench`
+    when run as `python -m harness`."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    as_module = subprocess.run(
+        [sys.executable, "-m", "harness", name, *args], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    as_script = run(script, name, *args, cwd=tmp_path)
+    for p, prog in ((as_script, "yolo26-bench"), (as_module, "python -m harness")):
+        assert p.returncode == 2 and p.stdout == "", p.stderr
+        assert p.stderr.splitlines() == [f"{prog} {name}: error: {error}"], p.stderr
 
 
 @pytest.mark.process

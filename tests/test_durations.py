@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 from harness.history import synthetic
 from harness.plan.durations import WORK_EXPONENT, estimate_cells, history_from_runs
+from harness.pytest_plugin import durations_file
 
 N640 = synthetic.cell("onnxruntime", size="n", device="cpu", height=640)
 S640 = synthetic.cell("onnxruntime", size="s", device="cpu", height=640)
@@ -57,3 +61,70 @@ def test_regressed_failed_and_missing_from_the_history():
     assert hist.failed == {OV.id}
     assert hist.missing == {"yolo26x-never-recorded"}
     assert hist.measured[N640.id].started_at == "2026-12-02"
+
+
+# ---- issue 40: `durations` as every command: one-line errors, -o checked before any work -----------------------
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """`durations` whose estimate is never to be reached (it takes 16 s of planning on the nightly profile)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the estimate ran: the output path was not checked first")
+
+    monkeypatch.setattr(durations_file, "durations", refuse)
+
+
+def _one_line(capsys, *needles: str) -> str:
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert all(n in err for n in needles), err
+    return err
+
+
+def test_durations_into_a_directory_a_link_or_a_missing_directory_is_one_line_before_any_work(
+    tmp_path, capsys, no_work
+):
+    (tmp_path / "dir").mkdir()
+    target = tmp_path / "target.json"
+    target.write_text("keep\n")
+    os.symlink(target, tmp_path / "link")
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
+    cases = {
+        "dir": "exists and is not a regular file",  # was: 16 s of work, then an IsADirectoryError traceback
+        "link": "is a symbolic link",  # was: the link followed and its target overwritten
+        "dangling": "is a symbolic link",
+        "missing/dir/f.json": "its directory",  # was: the directories created (export refuses the same path)
+    }
+    for name, why in cases.items():
+        assert durations_file.main(["-o", str(tmp_path / name)]) == 2, name
+        err = _one_line(capsys, "argument -o/--output: ", why)
+        assert " durations: error: " in err
+    assert target.read_text() == "keep\n" and not (tmp_path / "missing").exists()
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_durations_usage_errors_are_one_line(capsys, no_work):
+    assert durations_file.main([]) == 2  # was: argparse's usage block and the error, 4 lines
+    _one_line(capsys, " durations: error: the following arguments are required: -o/--output")
+    assert durations_file.main(["-o", "x.json", "--bogus"]) == 2
+    _one_line(capsys, "unrecognized arguments: --bogus")
+    assert durations_file.main(["-o", "x.json", "--profile", "no-such"]) == 2
+    _one_line(capsys, " durations: error: --profile: unknown 'no-such'")
+    assert durations_file.main(["-o", "x.json", "--scenarios", "some\nmore"]) == 2
+    _one_line(capsys, " durations: error: --scenarios: unknown 'some\\nmore'")
+
+
+def test_durations_replaces_an_existing_file_whole(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(
+        durations_file,
+        "durations",
+        lambda *a: ({"suites/test_matrix.py::test_cell[c]": 12.5}, {"default": 1}),
+    )
+    out = tmp_path / "durations.json"
+    out.write_text("old\n")
+    assert durations_file.main(["--profile", "quick", "-o", str(out)]) == 0
+    assert json.loads(out.read_text()) == {"suites/test_matrix.py::test_cell[c]": 12.5}
+    assert "1 cells" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["durations.json"]  # no temp file left

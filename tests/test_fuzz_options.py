@@ -37,7 +37,9 @@ from harness.core.cli_args import OutputPathError, database_file, input_file, ou
 from harness.core.numeric_options import COMPARE, NUMBERS, REPORT, SUITE
 from harness.exports.cli import main as export_main
 from harness.history.cli import main_compare, main_import, main_merge
+from harness.plan.budget import parse_budget
 from harness.pytest_plugin import options
+from harness.pytest_plugin.durations_file import main as durations_main
 from harness.report.cli import accuracy_floors
 from harness.report.cli import main as report_main
 
@@ -205,6 +207,17 @@ def _commands(world: Path) -> dict:
                 "--format": (st.one_of(VALUES, st.sampled_from(["csv", "bencher"])), None),
             },
         ),
+        "durations": (  # an unknown profile: refused after the options, before the 16 s estimate
+            durations_main,
+            ["-o", str(world / "new.json"), "--profile", "no-such-profile"],
+            {
+                "-o": (PATHS, lambda v: _path_invalid(output_file, v, "-o")),
+                "--scenarios": (VALUES, None),
+                "--results-dir": (PATHS, None),
+                "--db": (PATHS, None),
+                "--cache-dir": (PATHS, None),
+            },
+        ),
         "import": (
             main_import,
             [missing],
@@ -227,7 +240,7 @@ def _resolve(world: Path, value: str) -> str:
     return value
 
 
-@pytest.mark.parametrize("cmd", ["report", "compare", "merge", "export", "import"])
+@pytest.mark.parametrize("cmd", ["report", "compare", "merge", "export", "import", "durations"])
 def test_every_subcommand_ends_in_one_line_and_writes_nothing(cmd, tmp_path_factory, monkeypatch):
     cwd = tmp_path_factory.mktemp(f"cwd-{cmd}")
     monkeypatch.chdir(cwd)
@@ -303,6 +316,7 @@ SUITE_TEXT = {
     "batches": lambda opt: options.selection(opt, ("onnxruntime", "openvino"), ("cpu",)),
     "sizes": lambda opt: options.selection(opt, ("onnxruntime", "openvino"), ("cpu",)),
     "backends": lambda opt: options.selection(opt, ("onnxruntime", "openvino"), ("cpu",)),
+    "time_budget": lambda opt: parse_budget(opt("time_budget")),  # issue 40: 400 digits were inf seconds
 }
 
 

@@ -330,3 +330,56 @@ def test_an_option_given_dashes_as_its_value_is_refused(tmp_path, capsys, flag):
     assert "not '--'" in _one_error(capsys, flag)
     # the other way: a real value passes the parser
     assert report_parser().parse([str(SAMPLE), f"{flag}=64" if flag != "-o" else f"{flag}={tmp_path}/r"]) != 2
+
+
+# ---- issue 40: --time-budget has a range too -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "9" * 400,  # was: float('9' * 400) = inf seconds, then `INTERNALERROR> OverflowError` in the plan
+        "9" * 400 + "h",
+        "1" + "0" * 300,  # finite, but 3e292 years
+        "721h",  # one hour past 30 days
+        "31d",
+        "29d24h1s",
+        "9" * 5000,  # too long to be a duration, never echoed whole
+    ],
+)
+def test_a_huge_time_budget_is_one_line_naming_the_option(text):
+    from harness.plan.budget import parse_budget
+
+    with pytest.raises(SelectionError) as e:
+        parse_budget(text)
+    message = str(e.value)
+    assert message.startswith("--time-budget: ") and "\n" not in message and len(message) < 200, message
+    assert "out of range (must be > 0 and <= 30 d" in message or "too long" in message
+
+
+def test_the_time_budgets_limit_itself_is_taken():
+    from harness.plan.budget import MAX_BUDGET_S, parse_budget
+
+    assert MAX_BUDGET_S == 30 * 86400
+    for text in ("30d", "720h", "43200m", "2592000", "29d23h59m60s"):
+        assert parse_budget(text) == MAX_BUDGET_S, text
+    assert parse_budget("0.5s") == 0.5
+
+
+@pytest.mark.process
+def test_the_suite_refuses_a_huge_time_budget_in_one_error_line(tmp_path):
+    """The whole suite, collecting only: pytest's usage error (exit status 4) and one `ERROR:` line, where it was
+    an INTERNALERROR traceback ending in OverflowError (40 lines)."""
+    import subprocess
+    import sys
+
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites/", "--benchmark-only", "--profile", "quick", "--collect-only",
+         "-q", "-p", "no:randomly", "--results-dir", str(tmp_path / "results"), "--time-budget", "9" * 400],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    errors = [line for line in (p.stdout + p.stderr).splitlines() if line.startswith("ERROR:")]
+    assert p.returncode == 4 and "INTERNALERROR" not in p.stdout + p.stderr, (
+        p.stdout[-2000:] + p.stderr[-2000:]
+    )
+    assert len(errors) == 1 and "--time-budget: '99999" in errors[0] and "out of range" in errors[0], errors

@@ -1,29 +1,31 @@
 """`yolo26-bench check RUN_DIR...`: list each record whose figures break a relation the harness states.
 
-One line per record and relation (`RUN: CELL_ID: RELATION: the figures that break it`); the relations and their
-tolerances are harness.check.relations' (docs/gpu.md, "Relations a record's figures satisfy"). A RUN_DIR is a
-results directory (holding cells.jsonl) or a cells.jsonl-format file itself.
+One line per record and relation (`RUN: CELL_ID: RELATION: the figures that break it`, every field escaped by
+harness.core.cli_args.printable, so a cell id holding a newline or a terminal escape stays on its line); the
+relations and their tolerances are harness.check.relations' (docs/gpu.md, "Relations a record's figures satisfy").
+A RUN_DIR is a results directory (holding cells.jsonl) or a cells.jsonl-format file itself.
 
-Exit statuses: 0 no relation broken, 1 at least one broken, 2 bad input (nothing is checked then).
+Exit statuses: 0 no relation broken, 1 at least one broken, 2 bad input (one line, nothing checked): an argument
+that is not a run, a records file that cannot be read, or one that holds no record ("no records").
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from harness.check.relations import RELATIONS, Finding, check_records
+from harness.core.cli_args import Parser, printable
 from harness.core.record import CellRecord
-from harness.core.results_dir import is_results_dir, read_records
+from harness.core.results_dir import CELLS_FILE, is_results_dir, read_records
 
 
-def build_parser(prog: str = "yolo26-bench check") -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     listing = "; ".join(f"{name}: {text}" for name, (text, _) in RELATIONS.items())
-    p = argparse.ArgumentParser(
-        prog=prog,
+    p = Parser(
+        "check",
         description="List each record whose figures break a relation the harness states, one line per record "
-        f"and relation; exit 1 when any breaks, 0 when none. Relations: {listing}.",
+        f"and relation; exit 1 when any breaks, 0 when none, 2 on bad input. Relations: {listing}.",
     )
     p.add_argument(
         "runs", type=Path, nargs="+", metavar="RUN_DIR", help="a results directory (or a cells.jsonl file)"
@@ -34,7 +36,11 @@ def build_parser(prog: str = "yolo26-bench check") -> argparse.ArgumentParser:
 def bad_input(paths: list[Path]) -> str | None:
     """The first path that is neither a results directory nor a file, as one line; None when all are usable."""
     for path in paths:
-        if not (is_results_dir(path) or path.is_file()):
+        try:
+            usable = is_results_dir(path) or path.is_file()
+        except OSError as e:  # a name too long to look up
+            return f"{path}: cannot be read ({e.strerror or e})"
+        if not usable:
             return f"{path}: no cells.jsonl; not a results directory or a records file"
     return None
 
@@ -43,28 +49,45 @@ def run_label(path: Path) -> str:
     return path.name if path.is_dir() else str(path)
 
 
+def _records(path: Path) -> list[CellRecord]:
+    """The records at `path`; ValueError (one line naming the file) when they cannot be read or there are none."""
+    try:
+        records: list[CellRecord] = read_records(path)
+    except RecursionError:  # a line nested deeper than the JSON decoder's recursion allows
+        raise ValueError(f"{path}: a records line is nested too deeply to read") from None
+    if not records:
+        shown = path / CELLS_FILE if path.is_dir() else path
+        raise ValueError(f"{shown}: no records (an empty records file, or no line of it is a record)")
+    return records
+
+
 def check_paths(paths: list[Path]) -> tuple[list[tuple[str, Finding]], int]:
     """(run label, finding) of every broken relation in the runs at `paths`, and how many records were read.
-    Raises ValueError (one line naming the file) for records that cannot be read."""
-    found: list[tuple[str, Finding]] = []
-    n = 0
-    for path in paths:
-        records: list[CellRecord] = read_records(path)
-        n += len(records)
-        found += [(run_label(path), f) for f in check_records(records)]
-    return found, n
+    Raises ValueError (one line naming the file) for records that cannot be read or a run that holds none ("no
+    records", as harness.core.results_dir's own refusal when it gives one): every run is read before any is
+    checked."""
+    runs = [(run_label(path), _records(path)) for path in paths]
+    found = [(label, f) for label, records in runs for f in check_records(records)]
+    return found, sum(len(records) for _, records in runs)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     why = bad_input(args.runs)
     if why:
-        print(f"check: {why}", file=sys.stderr)
+        print(f"check: {printable(why)}", file=sys.stderr)
         return 2
     try:
         found, n = check_paths(args.runs)
     except (OSError, ValueError) as e:
-        print(f"check: {e}", file=sys.stderr)
+        print(f"check: {printable(str(e))}", file=sys.stderr)
+        return 2
+    except (
+        RecursionError
+    ):  # a value nested too deeply for the conversion of a record: bad input, never status 1
+        print("check: a record holds a value nested too deeply to read", file=sys.stderr)
         return 2
     for run, f in found:
         print(f.line(run))

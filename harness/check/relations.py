@@ -11,19 +11,32 @@ and tolerances are documented in docs/gpu.md ("Relations a record's figures sati
 - energy-window: the window covers the timed rounds (window_s >= their summed host time, less WINDOW_TOL), it is
   at least MIN_ENERGY_WINDOW_S long or `energy.source` says it is shorter, and inferences = timed rounds x batch.
 - percentiles: in each latency section, min <= p50 <= p90 <= p99 <= max, and p50 inside its 95% interval.
-- e2e-stage-sum: the end-to-end stages add up to the whole call, within E2E_TOL (the e2e check's own +-5%), and
-  the record's own verdict on that says it held.
+- e2e-stage-sum: the record's own `e2e.gap` (the median over paired calls of stage sum / whole call, less 1) is
+  within E2E_TOL (the e2e check's own +-5%), and the record's own verdict on that says it held.
+- e2e-stages-vs-whole: a record with no `e2e.gap`: the gap computed from what it holds, the sum of its stages'
+  p50s (`stages_ms`, else `e2e.stage_sum_ms`) over the whole call's p50 (`e2e.wall_ms`, else
+  `latency_e2e_ms.p50`), less 1, is within E2E_TOL + E2E_SCATTER_K x the whole calls' robust scatter
+  (`latency_e2e_ms.scatter`; E2E_TOL alone without it). A ratio of p50s from different calls is not the paired
+  gap: it moves with the calls' spread (on the committed records, whose paired gaps are within 13%, it reached
+  +0.747 at a scatter of 0.426, 1.64 scatters past 5%).
 - device-within-host: each timed round's CUDA-event device time is not above its host wall time (+ DEVICE_TOL_MS):
   the events are recorded inside the host's clock.
+- device-p50-within-host: the device p50 is not above the host p50 (+ DEVICE_TOL_MS), from what the record holds:
+  the p50s of the per-round samples (`device_samples_ms`, `samples_ms`) when both are recorded, and the summary
+  p50s (`device_latency_ms.p50`, `latency_ms.p50`) when both are there (a summary that disagrees with its own
+  rounds is named too). Device time is inside host time for the same rounds, so its p50 is too.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
+from statistics import median
 from typing import Any
 
+from harness.core.cli_args import printable
 from harness.core.record import CellRecord, Latency
 
 #: NVML's per-process memory moves in 2 MiB steps (every value on the H100 records is a multiple of 2 MiB)
@@ -34,6 +47,9 @@ MIN_ENERGY_WINDOW_S = 1.0
 WINDOW_TOL = 0.01
 #: the e2e check's rule: the stage times add up to the whole call within +-5%
 E2E_TOL = 0.05
+#: without the paired gap, the stages' p50 sum may be off the whole call's p50 by E2E_TOL plus this many of the
+#: whole calls' robust scatters (a ratio of p50s of different calls moves with their spread)
+E2E_SCATTER_K = 2.0
 #: CUDA events resolve about 0.5 us; the end event of a synchronised round runs just after the host's wait returns
 DEVICE_TOL_MS = 0.01
 
@@ -49,8 +65,10 @@ class Finding:
     detail: str
 
     def line(self, run: str | None = None) -> str:
-        where = f"{run}: " if run else ""
-        return f"{where}{self.cell_id}: {self.relation}: {self.detail}"
+        """`RUN: CELL_ID: RELATION: DETAIL` on one line: every field escaped (harness.core.cli_args.printable), so a
+        cell id holding a newline or a terminal escape cannot start a line of its own nor recolour the output."""
+        where = f"{printable(run)}: " if run else ""
+        return f"{where}{printable(str(self.cell_id))}: {printable(self.relation)}: {printable(self.detail)}"
 
 
 def _mib(v: float) -> str:
@@ -124,20 +142,55 @@ def percentiles(rec: CellRecord) -> list[str]:
 def e2e_stage_sum(rec: CellRecord) -> list[str]:
     e2e: dict[str, Any] = rec.e2e or {}
     out = []
-    gap = e2e.get("gap")
-    if gap is None and e2e.get("stage_sum_ms") is not None and e2e.get("wall_ms"):
-        gap = e2e["stage_sum_ms"] / e2e["wall_ms"] - 1
+    gap = _number(e2e.get("gap"))  # a record without it: e2e-stages-vs-whole
     if gap is not None and abs(gap) > E2E_TOL:
         out.append(
             f"the stages add up to {1 + gap:.3f} x the whole call (more than +-{E2E_TOL:.0%} off: time is counted "
             "twice or missed)"
         )
-    held = (e2e.get("check") or {}).get("held")
-    if held is False and not out:
-        out.append(
-            f"the record's own stage-sum check did not hold ({e2e['check'].get('rule', 'no rule given')})"
-        )
+    check = e2e.get("check") if isinstance(e2e.get("check"), dict) else {}
+    if check.get("held") is False and not out:
+        out.append(f"the record's own stage-sum check did not hold ({check.get('rule', 'no rule given')})")
     return out
+
+
+def _number(v: Any) -> float | None:
+    """`v` when it is a finite number (a figure to relate), else None (null, text, inf, nan: nothing to relate)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _stage_sum(rec: CellRecord) -> float | None:
+    """The sum of the end-to-end stages' p50s (`stages_ms`; `e2e.stage_sum_ms` when the stages are not there)."""
+    stages = [_number(v) for v in (rec.stages_ms or {}).values()]
+    known = [v for v in stages if v is not None]
+    if known:
+        return sum(known)
+    return _number((rec.e2e or {}).get("stage_sum_ms"))
+
+
+def e2e_stages_vs_whole(rec: CellRecord) -> list[str]:
+    e2e: dict[str, Any] = rec.e2e or {}
+    if _number(e2e.get("gap")) is not None:  # the record's own paired gap: e2e-stage-sum relates it
+        return []
+    lat = rec.latency_e2e_ms
+    whole = _number(e2e.get("wall_ms"))
+    if whole is None and lat is not None:
+        whole = _number(lat.p50)
+    total = _stage_sum(rec)
+    if whole is None or whole <= 0 or total is None:
+        return []
+    gap = total / whole - 1
+    scatter = _number(lat.scatter) if lat is not None else None
+    tol = E2E_TOL + E2E_SCATTER_K * (scatter or 0.0)
+    if abs(gap) <= tol:
+        return []
+    spread = f" + {E2E_SCATTER_K:g} x the whole calls' scatter {scatter:.3f}" if scatter else ""
+    return [
+        f"no e2e.gap recorded; the stages' p50s add up to {total:.4g} ms, {1 + gap:.3f} x the whole call's p50 "
+        f"{whole:.4g} ms (more than +-{tol:.1%} off: {E2E_TOL:.0%}{spread}; time is counted twice or missed)"
+    ]
 
 
 def device_within_host(rec: CellRecord) -> list[str]:
@@ -150,12 +203,27 @@ def device_within_host(rec: CellRecord) -> list[str]:
                 f"{len(over)} of {len(dev)} timed rounds have device time above host time (worst: round {i}, "
                 f"{d:.4f} ms > {h:.4f} ms + {DEVICE_TOL_MS:g} ms)"
             ]
-        return []
-    d50 = rec.device_latency_ms.p50 if rec.device_latency_ms is not None else None
-    h50 = rec.latency_ms.p50 if rec.latency_ms is not None else None
-    if d50 is not None and h50 is not None and d50 > h50 + DEVICE_TOL_MS:
-        return [f"device_latency_ms.p50 {d50:.4f} > latency_ms.p50 {h50:.4f} + {DEVICE_TOL_MS:g} ms"]
-    return []
+    return []  # the p50s, rounds or not: device-p50-within-host
+
+
+def _p50_break(what: str, d50: float, h50: float) -> str | None:
+    if d50 <= h50 + DEVICE_TOL_MS:
+        return None
+    times = f", {d50 / h50:.2f} x" if h50 > 0 else ""
+    return f"{what}: device p50 {d50:.4f} ms > host p50 {h50:.4f} ms + {DEVICE_TOL_MS:g} ms{times}"
+
+
+def device_p50_within_host(rec: CellRecord) -> list[str]:
+    out = []
+    dev = [v for v in (_number(x) for x in rec.device_samples_ms or []) if v is not None]
+    host = [v for v in (_number(x) for x in rec.samples_ms or []) if v is not None]
+    if dev and host:
+        out.append(_p50_break("per-round samples (device_samples_ms, samples_ms)", median(dev), median(host)))
+    d50 = _number(rec.device_latency_ms.p50) if rec.device_latency_ms is not None else None
+    h50 = _number(rec.latency_ms.p50) if rec.latency_ms is not None else None
+    if d50 is not None and h50 is not None:
+        out.append(_p50_break("device_latency_ms.p50 vs latency_ms.p50", d50, h50))
+    return [b for b in out if b is not None]
 
 
 #: relation name -> (what must hold, the function listing how a record breaks it)
@@ -169,10 +237,22 @@ RELATIONS: dict[str, tuple[str, Callable[[CellRecord], list[str]]]] = {
         energy_window,
     ),
     "percentiles": ("min <= p50 <= p90 <= p99 <= max; p50 inside its 95% interval", percentiles),
-    "e2e-stage-sum": (f"end-to-end stages add up to the whole call within +-{E2E_TOL:.0%}", e2e_stage_sum),
+    "e2e-stage-sum": (
+        f"end-to-end stages add up to the whole call within +-{E2E_TOL:.0%} (the record's e2e.gap and verdict)",
+        e2e_stage_sum,
+    ),
+    "e2e-stages-vs-whole": (
+        f"without e2e.gap: the stages' p50s add up to the whole call's p50 within +-({E2E_TOL:.0%} + "
+        f"{E2E_SCATTER_K:g} x the whole calls' scatter)",
+        e2e_stages_vs_whole,
+    ),
     "device-within-host": (
         f"CUDA-event device time <= host wall time (+ {DEVICE_TOL_MS:g} ms) in every timed round",
         device_within_host,
+    ),
+    "device-p50-within-host": (
+        f"device p50 <= host p50 (+ {DEVICE_TOL_MS:g} ms), from the per-round samples and from the summaries",
+        device_p50_within_host,
     ),
 }
 

@@ -34,20 +34,35 @@ WAIT_TOO_BIG = "its estimate alone exceeds the budget"
 WAIT_FULL = "the budget was spent on higher-priority cells"
 
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+#: the longest budget: 30 days (a night's plan; what is longer is a typo, and 400 digits would be infinite seconds)
+MAX_BUDGET_S = 30 * 86400.0
+#: longest budget text read or shown in an error line (`1h30m` is 5 characters; a megabyte is never echoed)
+_SHOWN = 40
+_LONGEST = 1000
 
 
 def parse_budget(text: str) -> float:
-    """`6h`, `90m`, `1h30m`, `45min`, `3600s`, `3600` (seconds) -> seconds; a SelectionError otherwise."""
-    t = str(text).strip().lower().replace(" ", "")
+    """`6h`, `90m`, `1h30m`, `45min`, `3600s`, `3600` (seconds) -> seconds, more than 0 and at most MAX_BUDGET_S
+    (30 days); a SelectionError of one line naming `--time-budget` otherwise."""
+    raw = str(text)
+    t = raw.strip().lower().replace(" ", "")
+    shown = repr(raw if len(raw) <= _SHOWN else raw[:_SHOWN] + "...")
+    if len(t) > _LONGEST:
+        raise SelectionError(f"--time-budget: {shown} is too long to be a duration (6h, 90m, 1h30m, 3600s)")
     if re.fullmatch(r"\d+(\.\d+)?", t):
         seconds = float(t)
     else:
         parts = re.findall(r"(\d+(?:\.\d+)?)(sec|min|s|m|h|d)", t)
         if not parts or "".join(n + u for n, u in parts) != t:
-            raise SelectionError(f"--time-budget: {text!r} is not a duration (6h, 90m, 1h30m, 3600s)")
+            raise SelectionError(f"--time-budget: {shown} is not a duration (6h, 90m, 1h30m, 3600s)")
         seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     if seconds <= 0:
-        raise SelectionError(f"--time-budget: {text!r} must be more than nothing")
+        raise SelectionError(f"--time-budget: {shown} must be more than nothing")
+    if not math.isfinite(seconds) or seconds > MAX_BUDGET_S:
+        raise SelectionError(
+            f"--time-budget: {shown} is out of range (must be > 0 and <= {MAX_BUDGET_S / 86400:g} d, "
+            f"{MAX_BUDGET_S:.0f} s)"
+        )
     return seconds
 
 

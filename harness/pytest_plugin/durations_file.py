@@ -10,15 +10,17 @@ hold equal expected time, not equal counts.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from harness.core.axes import SelectionError
+from harness.core.cli_args import Parser, argparse_type, output_file, printable
+from harness.core.results_dir import write_text_atomic
 from harness.history.store import DEFAULT_RESULTS_DIR, default_db_path
-from harness.plan.matrix import Selection, build
+from harness.plan.matrix import Selection, build, profile_names
 from harness.pytest_plugin.nightplan import estimate_planned
+from harness.pytest_plugin.options import scenario_mode
 
 #: the parametrized test every cell is (suites/test_matrix.py), as pytest names it from the repository root
 NODE = "suites/test_matrix.py::test_cell[{}]"
@@ -36,11 +38,18 @@ def durations(
     return {NODE.format(cid): round(c.seconds, 2) for cid, c in costs.items()}, sources
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`durations --profile P -o FILE`: write pytest-split's durations file; 2 on bad input."""
-    p = argparse.ArgumentParser(prog="yolo26-bench durations", description=__doc__.split("\n\n")[0])
+def build_parser() -> Parser:
+    p = Parser("durations", description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", default="nightly", help="the matrix profile (default nightly)")
-    p.add_argument("-o", "--output", type=Path, required=True, help="the durations file to write (JSON)")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=argparse_type(output_file, "-o"),
+        required=True,
+        metavar="FILE",
+        help="the durations file to write (JSON), replacing it whole; its directory must exist, and it is not a "
+        "symbolic link (name the file itself)",
+    )
     p.add_argument(
         "--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="whose history.sqlite to read"
     )
@@ -49,16 +58,34 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--cache-dir", type=Path, default=Path(".cache/yolo26-bench"), help="the export cache")
     p.add_argument("--scenarios", default="all", help="as the run's --scenarios (default all, the nightly's)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`durations --profile P -o FILE`: write pytest-split's durations file; 2 on bad input (one line, before any
+    estimate is made and nothing written)."""
+    parser = build_parser()
+    args = parser.parse(argv)
+    if isinstance(args, int):  # --help, or argparse's one error line (already printed)
+        return args
     try:
+        if args.profile not in profile_names():
+            raise SelectionError(f"--profile: unknown {args.profile!r}; valid: {', '.join(profile_names())}")
+        scenario_mode(lambda name: args.scenarios if name == "scenarios" else None, args.profile)
         table, sources = durations(
             args.profile, args.db or default_db_path(args.results_dir), args.cache_dir, args.scenarios
         )
     except SelectionError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"{parser.prog}: error: {printable(str(e))}", file=sys.stderr)
         return 2
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    try:
+        write_text_atomic(args.output, json.dumps(table, indent=1, sort_keys=True) + "\n")
+    except OSError as e:  # the checks passed, the write did not (a full disk, a race)
+        print(
+            f"{parser.prog}: error: cannot write {printable(str(args.output))}: {e.strerror or e}",
+            file=sys.stderr,
+        )
+        return 2
     total = sum(table.values())
     print(
         f"{args.output}: {len(table)} cells, {total / 3600:.1f} h expected; estimates from "

@@ -12,6 +12,7 @@ from pathlib import Path
 from harness import threads
 from harness.core import allocator, axes, numeric_options, run_id
 from harness.core.axes import SelectionError
+from harness.core.cli_args import OutputPathError, output_file, printable
 from harness.core.results_dir import unwritable_reason
 from harness.plan.matrix import PlannedCell, Selection, validate_backends
 from harness.yolo.models import ModelSource, WeightsError, check_checkpoint
@@ -135,12 +136,42 @@ def reports_dir(opt, results_dir: Path) -> Path:
 
 
 def check_writable(path: Path, option: str) -> None:
-    """`path` exists as a writable directory, or can be created: its nearest existing ancestor is one."""
-    why = unwritable_reason(path)
+    """`path` exists as a writable directory, or can be created: its nearest existing ancestor is one. A store the
+    run adds to (results, reports, the export cache), not a file it replaces: a link to an existing directory is
+    followed (results on a bigger disk), but a link to nothing, above the path or the path itself, is refused (the
+    directory could not be created there), as is a name that is empty, holds a NUL byte or cannot be looked up."""
+    text = str(path)
+    shown = printable(text if len(text) <= 200 else text[:200] + "...")
+    if not text or "\0" in text:
+        raise SelectionError(f"{option} {text[:200]!r}: not a usable path (empty, or holding a NUL byte)")
+    try:
+        probe = Path(path)
+        while not probe.exists():
+            if probe.is_symlink():
+                raise SelectionError(
+                    f"{option} {shown}: {printable(str(probe))} is a symbolic link to nothing"
+                )
+            probe = probe.parent
+        why = unwritable_reason(path)
+    except OSError as e:  # a name too long, a loop of links
+        raise SelectionError(f"{option} {shown}: cannot be checked ({e.strerror or e})") from None
     if why and why[1] == "not writable":
-        raise SelectionError(f"{option} {path} is not writable")
+        raise SelectionError(f"{option} {shown} is not writable")
     if why:
-        raise SelectionError(f"{option} {path}: {why[0]} is {why[1]}")
+        raise SelectionError(f"{option} {shown}: {printable(str(why[0]))} is {why[1]}")
+
+
+def expected_file(opt) -> Path:
+    """--expected-file; with --update-expected, which rewrites it whole at the end of the run, checked as every
+    `-o` is (harness.core.cli_args.output_file: not a symbolic link, not a directory, its directory existing and
+    writable) before any work, so hours of cells never end in a file that cannot be written."""
+    text = str(opt("expected_file"))
+    if opt("update_expected"):
+        try:
+            return output_file(text, "--expected-file")
+        except OutputPathError as e:
+            raise SelectionError(printable(str(e))) from None
+    return Path(text)
 
 
 def weights_dir(opt) -> Path | None:

@@ -276,6 +276,7 @@ class BenchSession:
             options.check_writable(self.reports_dir, "--reports-dir")
         self.cache_dir = Path(opt("cache_dir"))
         options.check_writable(self.cache_dir, "--cache-dir")
+        options.expected_file(opt)  # --update-expected rewrites it at the end: checked now, as every -o is
         self.time_budget_text = opt("time_budget")
         self.time_budget_s = parse_budget(self.time_budget_text) if self.time_budget_text else None
         self.planned: list[PlannedCell] = build(self.profile, self.selection)
