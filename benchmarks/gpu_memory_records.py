@@ -1,4 +1,4 @@
-"""The GPU memory of a run's CUDA records, and whether each keeps the order (docs/gpu.md, issue 36 item 1).
+"""The GPU memory of a run's CUDA records, and whether each keeps the order (docs/gpu.md, GPU memory).
 
     python benchmarks/gpu_memory_records.py RUN_DIR_OR_CELLS_JSONL...
 

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # The pytest processes the tests start (suite runs, the console command's runs) leave hypothesis' pytest plugin out:
 # only the test extras install hypothesis, so a user's run never loads it, and loading it cost each such process
-# 0.45-1.81 s of CPU (median 1.07 s, four interleaved pairs; docs/measurements.md, "Issue 40, ninth part"). Added
+# 0.45-1.81 s of CPU (median 1.07 s, four interleaved pairs; docs/journal/2026-11-27-test-suite-xeon.md). Added
 # to whatever PYTEST_ADDOPTS holds; this process has parsed its own options already, and the tests that use
 # hypothesis import it themselves.
 _NO_HYPOTHESIS_PLUGIN = "-p no:hypothesispytest"
