@@ -12,6 +12,16 @@ YOLO26_TEST_INTERRUPT_AT the moment (default `between`):
   summary   the end-of-run summary has begun (every cell has run)
   ended     the run's end has just been written to env.json, as whole; the history import has not begun
   worker    the first worker process has just been started (in the export phase's thread), not yet registered
+  scenario:KIND
+            a LoadGen test of the scenario KIND (single-stream, multi-stream, offline, server) is running: sent from
+            its system under test's issue callback (LoadGen's issuing thread, the main one) once it has issued 3
+            queries (Offline: its one query), so the workers are running queries when it comes; the first such test
+  search    the same, in the camera-capacity search's first LoadGen test (MultiStream under camera-capacity/)
+  camera    the camera check (the harness's own, no LoadGen) is running queries: sent from its third frame's query
+
+YOLO26_TEST_TINY_SCENARIOS=1 shortens the scenarios' `short` durations (harness.scenarios.settings) to a fraction
+of a second per LoadGen test, one offline round and one server step, so a run reaches its last scenario in
+seconds; the record then names durations it did not run (a test run, not a measurement).
 
 A signal a process sends itself from its main thread is handled before os.kill returns. From another thread
 (`worker`) the hook then waits on an event that the process's handler sets once it has run (a wrapper around it),
@@ -32,7 +42,21 @@ import pytest
 ENV = "YOLO26_TEST_INTERRUPT"
 AT_ENV = "YOLO26_TEST_INTERRUPT_AT"
 LOG_ENV = "YOLO26_TEST_INTERRUPT_LOG"
-MOMENTS = ("between", "finalizer", "skip", "summary", "ended", "worker")
+TINY_ENV = "YOLO26_TEST_TINY_SCENARIOS"
+SCENARIO_KINDS = ("single-stream", "multi-stream", "offline", "server")
+MOMENTS = (
+    "between",
+    "finalizer",
+    "skip",
+    "summary",
+    "ended",
+    "worker",
+    *(f"scenario:{k}" for k in SCENARIO_KINDS),
+    "search",
+    "camera",
+)
+#: the issue (LoadGen's IssueQuery callback) of a test at which a `scenario:` or `search` moment sends its signal
+SEND_AT_ISSUE = 3
 #: how long the `worker` hook waits for the handler before going on (only reached when no handler runs at all)
 HANDLED_WAIT_S = 120.0
 
@@ -91,6 +115,101 @@ def pytest_configure(config: pytest.Config) -> None:
         from harness.execute import isolate
 
         isolate.subprocess = _Subprocess()  # type: ignore[assignment]
+    if os.environ.get(TINY_ENV):
+        _tiny_durations()
+    moment = os.environ.get(AT_ENV, "between")
+    if moment.startswith("scenario:") or moment == "search":
+        _send_in_loadgen(moment)
+    if moment == "camera":
+        _send_in_camera_check()
+
+
+def _tiny_durations() -> None:
+    """The `short` durations cut to tenths of a second per LoadGen test (YOLO26_TEST_TINY_SCENARIOS)."""
+    import dataclasses
+
+    from harness.scenarios import settings
+
+    settings.DURATIONS["short"] = dataclasses.replace(
+        settings.SHORT,
+        single_ms=200,
+        single_queries=20,
+        multi_ms=200,
+        multi_queries=16,
+        server_ms=300,
+        server_queries=20,
+        offline_ms=100,
+        offline_rounds=1,
+        server_steps=1,
+    )
+
+
+def _kind(settings, outdir: str) -> str:
+    """The moment a LoadGen test is: `scenario:KIND`, or `search` for the camera-capacity search's tests."""
+    import mlperf_loadgen as lg
+
+    if "camera-capacity" in Path(outdir).parts:
+        return "search"
+    return (
+        "scenario:"
+        + {
+            lg.TestScenario.SingleStream: "single-stream",
+            lg.TestScenario.MultiStream: "multi-stream",
+            lg.TestScenario.Offline: "offline",
+            lg.TestScenario.Server: "server",
+        }[settings.scenario]
+    )
+
+
+def _send_in_loadgen(moment: str) -> None:
+    """Send the signal from the issue callback of the first LoadGen test of `moment`: mlperf_loadgen's StartTest
+    notes which test runs, its ConstructSUT wraps the harness's issue callback."""
+    import mlperf_loadgen as lg
+
+    running: list[str] = []
+    construct, start = lg.ConstructSUT, lg.StartTestWithLogSettings
+
+    def start_test(sut, qsl, settings, log_settings, *args):
+        running[:] = [_kind(settings, log_settings.log_output.outdir)]
+        try:
+            return start(sut, qsl, settings, log_settings, *args)
+        finally:
+            running.clear()
+
+    def construct_sut(issue, flush):
+        issued = [0]
+
+        def issue_then_send(samples):
+            issue(samples)
+            issued[0] += 1
+            offline = running == ["scenario:offline"]
+            if running == [moment] and issued[0] >= (1 if offline else SEND_AT_ISSUE):
+                _send()
+
+        return construct(issue_then_send, flush)
+
+    lg.ConstructSUT, lg.StartTestWithLogSettings = construct_sut, start_test
+
+
+def _send_in_camera_check() -> None:
+    """Send the signal from the camera check's third query (harness.scenarios.camera.camera_run)."""
+    from harness.scenarios import camera
+
+    camera_run = camera.camera_run
+
+    def run(query, *args, **kwargs):
+        calls = [0]
+
+        def query_then_send():
+            out = query()
+            calls[0] += 1
+            if calls[0] == 3:
+                _send()
+            return out
+
+        return camera_run(query_then_send, *args, **kwargs)
+
+    camera.camera_run = run
 
 
 class _Started(subprocess.Popen):

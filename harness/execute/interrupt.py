@@ -9,9 +9,11 @@ signal, and the run reads the note at its safe points: before a worker starts an
 between two cells, and before the run's end is written and before the history import. An interruption lost on
 the way still ends the run at the next of them, as interrupted.
 
-Code that must not be cut in the middle (a worker being started and registered, the end-of-run summary) runs
-`deferred()`: a signal then is noted (and the workers are ended) but not raised, and the code reads the note when it
-is done.
+Code that must not be cut in the middle (a worker being started and registered, the end-of-run summary, a LoadGen
+test) runs `deferred()`: a signal then is noted (and the workers are ended) but not raised, and the code reads the
+note when it is done. The scenarios layer cannot import this module: the execute layer hands it down
+(harness.scenarios.run_all's `stop`), and a LoadGen test that notes a signal stops its system under test, lets
+LoadGen end, marks its logs incomplete and raises (harness.scenarios.loadgen).
 """
 
 from __future__ import annotations

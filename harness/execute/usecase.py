@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from harness.core.record import PERCENTILE_MIN_ROUNDS, set_null
 from harness.diagnosis.failure import first_line
+from harness.execute import interrupt
 from harness.execute.config import RunConfig
 from harness.execute.services import Progress
 from harness.execute.state import AttemptState
@@ -231,7 +232,9 @@ def scenarios(
 ) -> bool:
     """Single-stream, multi-stream, offline and server through MLPerf LoadGen, and the camera check, of the loaded
     runner; LoadGen's logs go under results/<run>/loadgen/<cell-id>/<scenario>/. `screened`: the timing phase's
-    screen (harness.execute.screen), None where the run had none."""
+    screen (harness.execute.screen), None where the run had none. A signal (SIGINT, SIGTERM) is no scenario failure:
+    LoadGen's test in progress ends early, its directory is marked incomplete, and KeyboardInterrupt ends the run
+    (harness.execute.interrupt; no record claims a result of a cut test)."""
     from harness.scenarios import ScenarioConfig, run_all
     from harness.scenarios.settings import durations
 
@@ -259,7 +262,7 @@ def scenarios(
     )
     log_dir = cfg.run_dir / "loadgen" / s.attempt.cell_id
     try:
-        rec.scenarios = results = run_all(s.runner, s.cell, sc, log_dir, cfg.run_dir, p50)
+        rec.scenarios = results = run_all(s.runner, s.cell, sc, log_dir, cfg.run_dir, p50, stop=interrupt)
     except Exception as e:
         log.exception("scenarios of %s failed", s.attempt.cell_id)
         set_null(rec, "scenarios", f"scenarios failed: {type(e).__name__}: {first_line(str(e))}")

@@ -57,7 +57,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sizes", help="comma-separated model sizes: n,s,m,l,x")
     g.addoption("--tasks", help="comma-separated tasks: detect,seg,pose,obb,cls")
     g.addoption("--heads", help="e2e (NMS-free end-to-end head), raw (one-to-many head, external NMS)")
-    g.addoption("--backends", help="comma-separated backend names (see README)")
+    g.addoption("--backends", help="comma-separated backend names (docs/extending.md, Backends)")
     g.addoption("--devices", help="comma-separated devices: cpu,cuda,gpu")
     g.addoption("--shapes", help="comma-separated shapes: 640, 384x640, dynamic")
     g.addoption("--batches", help="comma-separated batch sizes")

@@ -8,6 +8,10 @@ harness.scenarios.loadgen) and its query sample library (the bundled images); Lo
 clock, judges each run and writes its logs under results/<run>/loadgen/<cell-id>/<scenario>/. `run_all` returns the
 record's `scenarios` section: name -> result, each with its metric, value, unit, LoadGen's verdict (`valid`, and
 `reason` when not), the rule, and its log files.
+
+An interruption (SIGINT, SIGTERM: `run_all`'s `stop`, harness.execute.interrupt in a run) is never a scenario's
+failure: LoadGen's test in progress ends early and is marked incomplete (harness.scenarios.loadgen), the searches
+and the scenarios after it do not start (`loadgen.check` between them), and KeyboardInterrupt leaves `run_all`.
 """
 
 from __future__ import annotations
@@ -124,11 +128,21 @@ def run_all(
     log_dir: Path,
     run_dir: Path,
     single_p50_ms: float | None = None,
+    stop: loadgen.Stop = loadgen.NEVER,
 ) -> dict:
-    """Every scenario of `runner` for `cell`, in turn. A scenario that raises is a result with its reason."""
+    """Every scenario of `runner` for `cell`, in turn. A scenario that raises an error is a result with its reason;
+    an interruption (`stop`: harness.execute.interrupt in a run) ends them all with KeyboardInterrupt."""
+    with loadgen.stopping(stop):
+        return _run_all(runner, cell, cfg, log_dir, run_dir, single_p50_ms)
+
+
+def _run_all(
+    runner, cell, cfg: ScenarioConfig, log_dir: Path, run_dir: Path, single_p50_ms: float | None
+) -> dict:
     out: dict[str, dict] = {}
 
     def guarded(name, fn):
+        loadgen.check()  # no scenario starts once the run was told to stop
         try:
             out[name] = fn()
         except Exception as e:  # one scenario failing must not lose the others
@@ -181,5 +195,7 @@ def run_all(
         guarded("server", server)
         out = {name: out[name] for name in SCENARIOS if name in out}
     query = make(1)[0][0]
-    guarded("camera", lambda: camera_check.camera(lambda: query(0), seconds=cfg.camera_s))
+    guarded(
+        "camera", lambda: camera_check.camera(lambda: query(0), seconds=cfg.camera_s, check=loadgen.check)
+    )
     return out

@@ -25,14 +25,24 @@ def _pct(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
-def camera_run(query: Query, fps: float, frames: int, sleep=time.sleep, clock=time.perf_counter) -> dict:
-    """Frames every 1/fps; the worker takes the newest frame that arrived; missed = late or never processed."""
+def camera_run(
+    query: Query,
+    fps: float,
+    frames: int,
+    sleep=time.sleep,
+    clock=time.perf_counter,
+    check: Callable[[], None] = lambda: None,
+) -> dict:
+    """Frames every 1/fps; the worker takes the newest frame that arrived; missed = late or never processed.
+    `check` runs before each frame (harness.scenarios.loadgen.check: KeyboardInterrupt once the run was told to
+    stop, where the signal's own was lost)."""
     period = 1.0 / fps
     t0 = clock()
     last = -1
     on_time = 0
     lat: list[float] = []
     while True:
+        check()
         now = clock()
         k = int((now - t0) / period)
         if k >= frames:
@@ -55,10 +65,14 @@ def camera_run(query: Query, fps: float, frames: int, sleep=time.sleep, clock=ti
 
 
 def camera(
-    query: Query, rates: Sequence[int] = (30, 60), seconds: float = 2.0, clock=time.perf_counter
+    query: Query,
+    rates: Sequence[int] = (30, 60),
+    seconds: float = 2.0,
+    clock=time.perf_counter,
+    check: Callable[[], None] = lambda: None,
 ) -> dict:
     """The camera check at each frame rate of `rates`: the share of frames missed end to end."""
-    fps = {str(r): camera_run(query, r, max(60, int(r * seconds)), clock=clock) for r in rates}
+    fps = {str(r): camera_run(query, r, max(60, int(r * seconds)), clock=clock, check=check) for r in rates}
     first = str(rates[0])
     return {
         "scenario": "camera",

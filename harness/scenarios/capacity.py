@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from harness.scenarios.loadgen import check
 from harness.scenarios.results import Target, multi_stream
 
 log = logging.getLogger(__name__)
@@ -42,12 +43,14 @@ def search(
 ) -> tuple[int | None, int | None, list[Trial]]:
     """The largest N that `at` passes: 1, 2, 4, ... until one fails (or `most`), then bisection until the last
     passing and first failing N are one apart or `steps` runs are spent. Returns (last passing N or None when one
-    camera fails, first failing N above it or None when none failed, every trial)."""
+    camera fails, first failing N above it or None when none failed, every trial). No step starts once the run was
+    told to stop (KeyboardInterrupt, harness.scenarios.loadgen.check)."""
     tried: list[Trial] = []
     lo: int | None = None
     hi: int | None = None
     n = 1
     while len(tried) < steps:
+        check()
         trial = at(n)
         tried.append(trial)
         if trial.ok:

@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 DETAIL = "mlperf_log_detail.txt"
 SUMMARY = "mlperf_log_summary.txt"
 TRACE = "mlperf_log_trace.json"
+#: written into a run's directory when its test was cut (a signal): LoadGen ended it early, its logs are no result
+INCOMPLETE = "incomplete.json"
 MLLOG = ":::MLLOG "
 #: `result_90.00_percentile_latency_ns`, `result_99.00_percentile_per_query_latency_ns`
 PERCENTILE_KEY = re.compile(r"^result_(\d+\.\d+)_percentile(_per_query)?_latency_ns$")
@@ -160,8 +162,30 @@ class LoadgenRun:
         return self.completions_s()[-1] - min(start for _, start, _ in self.samples) / 1e9
 
 
+def mark_incomplete(directory: Path, reason: str, **details) -> Path:
+    """Mark `directory`'s LoadGen run as cut (`reason`: "interrupted by SIGINT"): its logs may read whole, even
+    VALID, but the test did not run its course."""
+    path = directory / INCOMPLETE
+    path.write_text(json.dumps({"reason": reason, **details}) + "\n")
+    return path
+
+
+def incomplete(directory: Path) -> str | None:
+    """Why `directory`'s LoadGen run is no result (its `incomplete.json`), or None."""
+    path = directory / INCOMPLETE
+    if not path.exists():
+        return None
+    try:
+        return str(json.loads(path.read_text()).get("reason") or "marked incomplete")
+    except (OSError, ValueError, AttributeError):
+        return "marked incomplete"
+
+
 def read_run(scenario: str, directory: Path) -> LoadgenRun:
-    """The run LoadGen logged in `directory`."""
+    """The run LoadGen logged in `directory`; LoadgenLogError where it is marked incomplete."""
+    cut = incomplete(directory)
+    if cut is not None:
+        raise LoadgenLogError(f"the LoadGen run in {directory} is incomplete ({cut}): not a result")
     trace = directory / TRACE
     if not trace.is_file() and (directory / (TRACE + ".gz")).is_file():
         trace = directory / (TRACE + ".gz")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.scenarios import settings as st
-from harness.scenarios.loadgen import run_test
+from harness.scenarios.loadgen import check, run_test
 from harness.scenarios.logs import SUMMARY
 from harness.scenarios.results import Target, loadgen_section, offline_run
 
@@ -32,6 +32,8 @@ START_SHARE = 0.6
 #: else single-stream's rate) is raised by this much again, since a run shorter than `offline_ms` is INVALID while a
 #: longer one only costs time (a 0.5 s minimum with 2x headroom: about 1.1 s per round)
 OFFLINE_HEADROOM = 2.0
+#: Server tests at least this long (MLPerf's 600 s) are capped in outstanding queries (`outstanding_cap`)
+CAP_FROM_MS = 10_000
 
 
 # -- offline sweep and the stream count ------------------------------------------------------------------------
@@ -46,6 +48,7 @@ def offline_sweep(
     mechanisms: dict[int, str] = {}
     for r in range(rounds):
         for c in sweep:
+            check()  # no round starts once the run was told to stop
             seen = [x["qps"] for x in per[c] if x["qps"]]
             guess = max(seen) if seen else single_qps * min(c, max(1, cores))
             run, mechanisms[c] = offline_run(target, c, OFFLINE_HEADROOM * guess, f"c{c}-r{r + 1}")
@@ -135,12 +138,14 @@ def search(
 ) -> tuple[float | None, float | None, list[Step]]:
     """The highest rate `at_rate` calls valid: up or down by RATE_STEP from `start` until a valid and an invalid
     rate bracket it, then geometric bisection until the bracket is within `precision` or `steps` runs are spent
-    (or the rate would fall below `floor`). Returns (highest valid rate, lowest invalid rate above it, steps)."""
+    (or the rate would fall below `floor`). Returns (highest valid rate, lowest invalid rate above it, steps). No
+    step starts once the run was told to stop (KeyboardInterrupt, harness.scenarios.loadgen.check)."""
     tried: list[Step] = []
     lo: float | None = None
     hi: float | None = None
     rate = start
     while len(tried) < steps:
+        check()
         step = at_rate(rate)
         tried.append(step)
         if step.valid:
@@ -161,6 +166,23 @@ def search(
     return lo, hi, tried
 
 
+def outstanding_cap(d: st.Durations, rate: float, bound_ms: float, streams: int) -> int:
+    """LoadGen's `server_max_async_queries` for a Server test at `rate` (0: no cap, as in MLPerf's own runs, for
+    tests shorter than CAP_FROM_MS). A Server test issues on its schedule until its min duration, whatever the system
+    under test does, and LoadGen's Python bindings cannot end a test; past this many outstanding queries LoadGen
+    ends the schedule early, which is how a stopped run (harness.scenarios.loadgen.Dispatcher) ends a 600 s test in
+    seconds (about (1 - percentile) x min duration + 3 bounds). The cap never changes a verdict: with more queries
+    outstanding than the share the percentile lets be late, plus three bounds' worth of arrivals and the streams'
+    queries in service (margin 8), more than that share has already waited past the bound, so the test would be
+    INVALID anyway (ended early it is: min duration not met)."""
+    if d.server_ms < CAP_FROM_MS:
+        return 0
+    queries = max(rate * d.server_ms / 1000.0, d.server_queries)
+    late = math.ceil(round((1.0 - d.server_percentile) * queries, 6))
+    arriving = math.ceil(round(3.0 * rate * bound_ms / 1000.0, 6))
+    return late + arriving + streams + 8
+
+
 def server_step(target: Target, streams: int, rate: float, bound_ms: float, expected_ms: float) -> Step:
     """One LoadGen Server run at `rate` queries/s with the `streams` streams; VALID is LoadGen's verdict."""
     d = target.durations
@@ -168,6 +190,7 @@ def server_step(target: Target, streams: int, rate: float, bound_ms: float, expe
     settings = st.loadgen_settings(
         st.SERVER, d, seed=target.seed, expected_ms=expected_ms, rate=rate, bound_ms=bound_ms
     )
+    settings.server_max_async_queries = outstanding_cap(d, rate, bound_ms, streams)
     run, _ = run_test(
         st.SERVER, settings, queries, target.samples, target.log_dir / st.SERVER / f"rate-{rate:.4g}"
     )
@@ -231,7 +254,13 @@ def server(
         f"queries, {key} within {bound_ms:g} ms and early stopping guarantees it at 99% confidence); latency from "
         f"the scheduled arrival (queueing counts); rates from {START_SHARE:g} x the offline queries/s of the "
         f"streams, x{RATE_STEP:g} steps then bisection to within {PRECISION:.0%}, at most {d.server_steps} runs; "
-        f"'{d.name}' durations",
+        f"'{d.name}' durations"
+        + (
+            "; each run capped in outstanding queries (LoadGen's server_max_async_queries) past the share that "
+            "fails the bound anyway, so a stopped run ends in seconds"
+            if d.server_ms >= CAP_FROM_MS
+            else ""
+        ),
         "bound_ms": bound_ms,
         "percentile": d.server_percentile,
         "rate_interval": [lo, hi],
