@@ -49,15 +49,19 @@ def _added_fields(rec: dict) -> dict:
     if not missing:
         return rec
     out = {**rec, **dict.fromkeys(missing)}
-    out["null_reasons"] = {**dict.fromkeys(missing, V2_NOT_RECORDED), **(rec.get("null_reasons") or {})}
+    reasons = rec.get("null_reasons")
+    if reasons is not None and not isinstance(reasons, dict):
+        return out  # not an object: the record codec refuses it by its type, naming the field
+    out["null_reasons"] = {**dict.fromkeys(missing, V2_NOT_RECORDED), **(reasons or {})}
     return out
 
 
 def _version_error(version: Any) -> ValueError:
     if version is None:
         return ValueError("record has no schema_version")
+    text = repr(version) if len(repr(version)) <= 100 else repr(version)[:100] + "..."
     return ValueError(
-        f"record schema_version {version!r} is not one this harness reads "
+        f"record schema_version {text} is not one this harness reads "
         f"({', '.join(map(str, KNOWN_VERSIONS))}); a newer harness wrote it"
     )
 
@@ -75,6 +79,8 @@ def migrate_record(rec: dict) -> dict:
 
 def _record_v1_to_v2(old: dict) -> dict:
     rec = dict(old)
+    if old.get("null_reasons") is not None and not isinstance(old["null_reasons"], dict):
+        raise ValueError(f"null_reasons is a {type(old['null_reasons']).__name__}, not an object")
     reasons = {REASON_RENAMES.get(k, k): v for k, v in (old.get("null_reasons") or {}).items()}
     rec["memory"], rec["energy"] = _split_memory(old.get("memory"), reasons)
     if (
@@ -132,8 +138,9 @@ def migrate_env(env: dict) -> dict:
     if version == SCHEMA_VERSION and not _has_old_machines(env):
         return env
     if version not in (None, *KNOWN_VERSIONS):
+        text = repr(version) if len(repr(version)) <= 100 else repr(version)[:100] + "..."
         raise ValueError(
-            f"env.json schema_version {version!r} is not one this harness reads "
+            f"env.json schema_version {text} is not one this harness reads "
             f"({', '.join(map(str, KNOWN_VERSIONS))}); a newer harness wrote it"
         )
     out = dict(env)

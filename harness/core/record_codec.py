@@ -34,6 +34,16 @@ class RecordError(ValueError):
     """A record that does not fit CellRecord: the message names the cell, the field and what is wrong."""
 
 
+#: the most characters of a value a RecordError shows (a record's 10 MB string is named, not printed)
+SHOWN_LIMIT = 200
+
+
+def shown(value: Any) -> str:
+    """`repr(value)`, cut to SHOWN_LIMIT characters with how long it was: what an error message shows of a value."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_LIMIT else f"{text[:SHOWN_LIMIT]}... ({len(text)} characters)"
+
+
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -86,15 +96,15 @@ def _section_from_dict(cls: type, data: dict, where: str) -> Any:
     names = [f.name for f in fields(cls)]
     unknown = [k for k in data if k not in names]
     if unknown:
-        raise RecordError(f"{where}: unknown keys {unknown} (a {cls.__name__} has {names})")
+        raise RecordError(f"{where}: unknown keys {shown(unknown)} (a {cls.__name__} has {names})")
     if list(data) != [k for k in names if k in data]:
-        raise RecordError(f"{where}: keys {list(data)} are not in {cls.__name__}'s order {names}")
+        raise RecordError(f"{where}: keys {shown(list(data))} are not in {cls.__name__}'s order {names}")
     for k, v in data.items():
         # a number refused as NaN or infinite is written as null with its reason (record.check_finite)
         refused = v is None and _fits(0.0, _SECTION_HINTS[cls][k])
         if not refused and not _fits(v, _SECTION_HINTS[cls][k]):
             raise RecordError(
-                f"{where}.{k}: {v!r} is not {_type_name(_SECTION_HINTS[cls][k])} ({type(v).__name__})"
+                f"{where}.{k}: {shown(v)} is not {_type_name(_SECTION_HINTS[cls][k])} ({type(v).__name__})"
             )
     # a key the record lacks stays absent when written back; read, it is its default, or None where the class has
     # none (a section a test or an older writer built by hand, with only some figures)
@@ -131,10 +141,11 @@ def record_from_dict(data: dict[str, Any], migrate: bool = True) -> CellRecord:
         raise RecordError(f"a record is a JSON object, not {type(data).__name__}")
     rec = migrate_record(data) if migrate else data
     cell = rec.get("cell_id")
+    cell = cell if isinstance(cell, str) and len(cell) <= SHOWN_LIMIT else shown(cell)
     known = _RECORD_HINTS.keys()
     unknown = [k for k in rec if k not in known]
     if unknown:
-        raise RecordError(f"record {cell}: unknown fields {unknown}; a CellRecord has no such field")
+        raise RecordError(f"record {cell}: unknown fields {shown(unknown)}; a CellRecord has no such field")
     missing = [f.name for f in fields(CellRecord) if f.name not in rec and f.name not in OPTIONAL_FIELDS]
     if missing:
         raise RecordError(f"record {cell}: missing fields {missing}")
@@ -146,7 +157,7 @@ def record_from_dict(data: dict[str, Any], migrate: bool = True) -> CellRecord:
             value = _section_from_dict(cls, value, f"record {cell}: {name}")
         if not _fits(value, tp):
             raise RecordError(
-                f"record {cell}: field {name} = {value!r} is not {_type_name(tp)} ({type(value).__name__})"
+                f"record {cell}: field {name} = {shown(value)} is not {_type_name(tp)} ({type(value).__name__})"
             )
         values[name] = value
     out = CellRecord(**values)

@@ -1,10 +1,16 @@
 """The one reader and writer of a results directory, results/<run_id>/: cells.jsonl (one record per line) and
 env.json.
 
-Every reader (the report, the history) goes through here, so every record and env.json it sees is schema version
-2: older files are migrated on read (harness.core.migrate) and files of an unknown version are refused with an
-error naming the file and line. The report reads tolerantly (a missing env.json is shown as an unknown machine);
-the history reads strictly (`read_env_checked`, `read_records_checked` raise ImportRefused).
+Every reader (the report, the history, the exports, `check`) goes through here, so every record and env.json it
+sees is schema version 2: older files are migrated on read (harness.core.migrate) and files of an unknown version
+are refused with an error naming the file and line. The report reads tolerantly (a missing env.json is shown as an
+unknown machine); the history reads strictly (`read_env_checked`, `read_records_checked` raise ImportRefused).
+
+One reading rule for every file (the "reading" section below: MAX_LINE_BYTES, MAX_RECORDS_BYTES, MAX_JSON_BYTES,
+MAX_DEPTH, strict UTF-8): a bad line of cells.jsonl (torn, not UTF-8, not JSON, too long, too deep, not an
+object) is skipped and named with its file and line, and the rest is read; anything else wrong with a file is a
+RunFileError, one line naming the file (the commands exit 2 on it); a records file holding no record is NoRecords
+where records are required (`read_records(path, required=True)`, `load_run`, `read_records_checked`).
 
 A merged directory (written by `python -m harness merge`) lists its machines in env.json under MACHINES_KEY, each
 record naming its machine (MACHINE_FIELD) and the run it came from (SOURCE_RUN_FIELD); `load_run` splits it back
@@ -18,12 +24,14 @@ import fcntl
 import json
 import logging
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core.cli_args import printable
 from harness.core.migrate import migrate_env, migrate_record
 from harness.core.record import STATUSES, CellRecord, check_finite
 from harness.core.record_codec import record_from_dict, record_to_dict, record_to_json
@@ -39,7 +47,11 @@ SOURCE_RUN_FIELD = "source_run_id"
 
 
 class HistoryError(Exception):
-    """A history operation that cannot go ahead; the message says why."""
+    """A history operation that cannot go ahead; the message says why, on one line: its text is escaped
+    (cli_args.printable), so a run id or cell id from a file cannot forge a second line on the terminal."""
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
 
 
 class ImportRefused(HistoryError):
@@ -229,12 +241,11 @@ def _last_line_start(fd: int, size: int) -> int:
 
 
 def _parse(line: bytes) -> dict | None:
-    """The record on `line`, or None when it is not a JSON object."""
-    try:
-        rec = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    """The record on `line`, or None when the reader would skip it (parse_line: the reading rule)."""
+    if len(line.rstrip(b"\n")) > MAX_LINE_BYTES:
         return None
-    return rec if isinstance(rec, dict) else None
+    rec, _ = parse_line(line)
+    return rec
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -325,81 +336,318 @@ def recorded_cells(run_dir: Path) -> dict[str, str]:
 
 
 # ---- reading ---------------------------------------------------------------------------------------------------
+#
+# The one rule for every file a command reads from a run (cells.jsonl, env.json, a merged machine's source
+# env.json, the report's --history JSON): the limits below, strict UTF-8, and one JSON value per line (cells.jsonl)
+# or per file. The limits are far above anything the harness writes: of the 1,569 records committed under
+# results/samples/ and tests/data/ (2026-11-27) the longest line is 44,659 bytes, the largest cells.jsonl 960 kB,
+# the deepest record nests 7 levels; the largest env.json is 8,376 bytes, 5 levels deep (a merged one adds 2).
+
+#: the most bytes of one line of cells.jsonl (16 MiB: 375 times the longest committed record)
+MAX_LINE_BYTES = 16 * 2**20
+#: the most bytes of one cells.jsonl (256 MiB: 270 times the largest committed file; some 25,000 records)
+MAX_RECORDS_BYTES = 256 * 2**20
+#: the most bytes of one JSON file read whole: env.json, the report's --history (64 MiB)
+MAX_JSON_BYTES = 64 * 2**20
+#: the deepest nesting of objects and arrays in one record or JSON file (64 levels; a record has 7)
+MAX_DEPTH = 64
+_CHUNK = 1 << 20
+
+
+class RunFileError(ValueError):
+    """A file of a run that cannot be read as a whole (missing rights, not a regular file, over its size limit,
+    env.json not UTF-8 or not JSON, too deep, of the wrong shape): the message is one line naming the file, and the
+    command that reads it exits with status 2. A bad line of cells.jsonl is not this: it is skipped and named."""
+
+
+class NoRecords(RunFileError):
+    """A records file holding no record (0 bytes, only blank lines, or only lines that were skipped): nothing to
+    report, export, import or check. Raised by `read_records(path, required=True)` and by the readers built on it
+    (`load_run`, `read_records_checked`)."""
+
+
+def _shown(path: Path) -> str:
+    return printable(str(path))
+
+
+def _open_regular(path: Path):
+    """`path` opened for reading in binary, and its size; RunFileError when it is not a regular file (a FIFO would
+    block the read, a device never end it) or cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO never waits for a writer
+    except OSError as e:
+        raise RunFileError(f"{_shown(path)}: cannot be read ({_os_error(e)})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RunFileError(f"{_shown(path)}: not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _amount(n: int) -> str:
+    return f"{n // 2**20} MiB" if n % 2**20 == 0 else f"{n} bytes"
+
+
+def _size_error(path: Path, size: int | str, limit: int, what: str) -> RunFileError:
+    return RunFileError(
+        f"{_shown(path)}: {size} bytes, over the {_amount(limit)} a {what} may hold "
+        "(harness.core.results_dir's limits)"
+    )
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes) of each line of a records file; bytes None for a line over MAX_LINE_BYTES (the rest of
+    it is read past, never held). RunFileError for a file that cannot be read or is over MAX_RECORDS_BYTES."""
+    f, size = _open_regular(path)
+    with f:
+        if size > MAX_RECORDS_BYTES:
+            raise _size_error(path, size, MAX_RECORDS_BYTES, "records file")
+        total, n = 0, 0
+        try:
+            while True:
+                line = f.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    return
+                n += 1
+                total += len(line)
+                if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                    while line and not line.endswith(b"\n"):  # read past the rest of the line
+                        line = f.readline(_CHUNK)
+                        total += len(line)
+                        if total > MAX_RECORDS_BYTES:
+                            break
+                    line = None
+                if total > MAX_RECORDS_BYTES:  # a file that grew, or one whose size the kernel does not say
+                    raise _size_error(path, f"over {total}", MAX_RECORDS_BYTES, "records file")
+                yield n, line
+        except OSError as e:
+            raise RunFileError(f"{_shown(path)}: cannot be read ({_os_error(e)})") from None
+
+
+def _depth_or_text_error(value: Any) -> str | None:
+    """Why a parsed JSON value is not one to pass on: nested deeper than MAX_DEPTH, or holding a string that is not
+    Unicode text (a lone surrogate, from a `\\ud800` escape); None when it is fine. Iterative: no recursion."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth + 1 > MAX_DEPTH:
+                return f"nested deeper than {MAX_DEPTH} levels"
+            if isinstance(item, dict):
+                for k, v in item.items():
+                    stack.append((k, depth + 1))
+                    stack.append((v, depth + 1))
+            else:
+                stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, str) and not item.isascii():
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as e:
+                return f"holds {item[e.start]!a}, a lone surrogate: not Unicode text"
+    return None
+
+
+def parse_json(data: bytes) -> tuple[Any, str | None]:
+    """(value, None) for JSON text within the rule (strict UTF-8, at most MAX_DEPTH levels, only Unicode text in
+    its strings); (None, why) otherwise, `why` a short phrase naming the byte or the error. Never raises."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})"
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return None, f"nested deeper than {MAX_DEPTH} levels"
+    except ValueError as e:  # JSONDecodeError, or an integer of more digits than Python converts
+        return None, f"not JSON ({printable(str(e))[:200]})"
+    why = _depth_or_text_error(value)
+    return (None, why) if why else (value, None)
+
+
+def parse_line(line: bytes | None) -> tuple[dict | None, str | None]:
+    """One line of cells.jsonl as a JSON object: (object, None); (None, None) for a blank line; (None, why) for a
+    line the reader skips (over MAX_LINE_BYTES, not UTF-8, not JSON, too deep, not an object)."""
+    if line is None:
+        return None, f"longer than {_amount(MAX_LINE_BYTES)}"
+    line = line.strip()
+    if not line:
+        return None, None
+    value, why = parse_json(line)
+    if why:
+        return None, why
+    if not isinstance(value, dict):
+        return None, f"a JSON {type(value).__name__}, not an object"
+    return value, None
+
+
+def read_json_file(path: str | Path, what: str = "JSON file") -> Any:
+    """The JSON value of a file read whole (env.json, the report's --history) under the rule: a regular file of at
+    most MAX_JSON_BYTES, strict UTF-8, JSON, at most MAX_DEPTH levels deep. RunFileError naming the file otherwise."""
+    path = Path(path)
+    f, size = _open_regular(path)
+    with f:
+        if size > MAX_JSON_BYTES:
+            raise _size_error(path, size, MAX_JSON_BYTES, what)
+        try:
+            data = f.read(MAX_JSON_BYTES + 1)
+        except OSError as e:
+            raise RunFileError(f"{_shown(path)}: cannot be read ({_os_error(e)})") from None
+    if len(data) > MAX_JSON_BYTES:
+        raise _size_error(path, f"over {MAX_JSON_BYTES}", MAX_JSON_BYTES, what)
+    value, why = parse_json(data)
+    if why:
+        raise RunFileError(f"{_shown(path)}: {why}")
+    return value
 
 
 def is_results_dir(path: str | Path) -> bool:
     """Whether path is a directory holding a cells.jsonl."""
-    return (Path(path) / CELLS_FILE).is_file()
+    try:
+        return (Path(path) / CELLS_FILE).is_file()
+    except (OSError, ValueError):  # a name too long, a NUL in it
+        return False
 
 
-def read_records(path: str | Path) -> list[CellRecord]:
+def read_records(path: str | Path, *, required: bool = False) -> list[CellRecord]:
     """The records of cells.jsonl (or a run dir holding one) as typed CellRecords, migrated to the current schema.
 
-    A torn or non-object line is skipped with a warning (a run killed mid-write); raises ValueError naming the file
-    and line for an unknown schema version or a record that does not fit CellRecord (RecordError).
+    The reading rule (the limits above): a line that is torn, not UTF-8, not JSON, longer than MAX_LINE_BYTES,
+    nested deeper than MAX_DEPTH or not an object is skipped with a warning naming the file and line, and the rest
+    is read. RunFileError (a ValueError, one line naming the file) when the file cannot be read at all or is over
+    MAX_RECORDS_BYTES; NoRecords (one) when `required` and it holds no record. A record that does not fit CellRecord
+    (RecordError) or of an unknown schema version raises ValueError naming the file and line.
     """
-    return _read_converted(path, record_from_dict)
+    return _read_converted(path, record_from_dict, required)
 
 
-def read_record_dicts(path: str | Path) -> list[dict[str, Any]]:
+def read_record_dicts(path: str | Path, *, required: bool = False) -> list[dict[str, Any]]:
     """The records of cells.jsonl as JSON objects, migrated to the current schema but not typed: for what works on
     the JSON itself (comparing two runs' lines key by key); every other reader takes `read_records`."""
-    return _read_converted(path, migrate_record)
+    return _read_converted(path, migrate_record, required)
 
 
-def _read_converted(path: str | Path, convert: Callable[[dict], Any]) -> list:
+def _read_converted(path: str | Path, convert: Callable[[dict], Any], required: bool = False) -> list:
     """Each record line of cells.jsonl (or a run dir holding one) through `convert`; a ValueError names the line."""
     path = Path(path)
-    if path.is_dir():
-        path = path / CELLS_FILE
+    try:
+        if path.is_dir():
+            path = path / CELLS_FILE
+    except (OSError, ValueError) as e:  # a name too long, a NUL in it
+        raise RunFileError(f"{_shown(path)}: cannot be read ({e})") from None
     out = []
-    for n, rec in _numbered_records(path):
+    numbered, skipped, lines = _numbered_records(path)
+    for n, rec in numbered:
         try:
             out.append(convert(rec))
         except ValueError as e:
-            raise ValueError(f"{path}:{n}: {e}") from None
+            raise ValueError(printable(f"{path}:{n}: {e}")) from None
+    if required and not out:
+        raise NoRecords(f"{_shown(path)}: no records ({_no_records_why(lines, skipped)})")
     return out
 
 
-def _numbered_records(path: Path) -> list[tuple[int, dict]]:
-    """(line number, JSON object) of each record line of a cells.jsonl, before migration."""
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                # A run killed mid-write can leave a torn last line; everything before it is intact.
-                log.warning("%s:%d: unreadable line skipped (%s)", path, n, e)
-                continue
-            if not isinstance(rec, dict):
-                log.warning("%s:%d: not a JSON object; line skipped", path, n)
-                continue
+def _no_records_why(lines: int, skipped: int) -> str:
+    if not lines:
+        return "an empty file"
+    if not skipped:
+        return f"{lines} blank line{'s' * (lines != 1)}"
+    return f"{lines} line{'s' * (lines != 1)}, {skipped} of them skipped as unreadable"
+
+
+def _numbered_records(path: Path) -> tuple[list[tuple[int, dict]], int, int]:
+    """(line number, JSON object) of each record line of a cells.jsonl, before migration; how many lines were
+    skipped; how many lines the file has."""
+    out, skipped, n = [], 0, 0
+    for n, line in _lines(path):
+        rec, why = parse_line(line)
+        if why:
+            # A run killed mid-write can leave a torn last line; a hand edit or another tool anything: the line is
+            # named and skipped, the records around it are read.
+            log.warning("%s:%d: %s; line skipped", _shown(path), n, why)
+            skipped += 1
+        elif rec is not None:
             out.append((n, rec))
-    return out
+    return out, skipped, n
 
 
 def read_env(run_dir: str | Path) -> dict | None:
     """run_dir/env.json migrated to the current schema, or None when there is none.
 
-    Raises ValueError (naming the file) when it is unreadable, not a JSON object, or of an unknown version.
+    Raises RunFileError (a ValueError, naming the file) when it breaks the reading rule (read_json_file), is not a
+    JSON object, holds a key the harness reads of the wrong JSON type (`check_env_shape`), or is of an unknown
+    version.
     """
     path = Path(run_dir) / ENV_FILE
-    if not path.is_file():
+    try:
+        if not path.exists():
+            return None
+    except (OSError, ValueError):
         return None
-    try:
-        env = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: unreadable ({e})") from e
+    env = read_json_file(path, "env.json")
     if not isinstance(env, dict):
-        raise ValueError(f"{path}: not a JSON object")
+        raise RunFileError(f"{_shown(path)}: a JSON {type(env).__name__}, not an object")
     try:
+        check_env_shape(env)
         return migrate_env(env)
     except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
+        raise RunFileError(printable(f"{path}: {e}")) from None
+
+
+#: env.json keys the readers index into: objects when present and not null
+_ENV_OBJECTS = ("host", "cuda", "libraries", "threads", "canary", "allocator", "plan")
+#: env.json values the machine's name and the history's fingerprint are made of: a string when present
+_ENV_SCALARS = {"host": ("hostname", "cpu_model"), "cuda": ("version",)}
+
+
+def check_env_shape(env: dict, where: str = "") -> None:
+    """Raise ValueError naming the key when env.json holds a key the readers index into with the wrong JSON type:
+    `host`, `cuda`, `libraries`, `threads`, `canary`, `allocator`, `plan` objects; `gpu` a list of objects; what the
+    machine's name and the history's fingerprint are made of (`host.hostname`, `host.cpu_model`, `cuda.version`,
+    each library's version, each GPU's `name` and `driver`) a string or null; a merged run's `machines` a list
+    of objects each with a non-empty `machine` and `run_id` (strings), its `env` (an object of this same shape) and
+    an optional `source` (a string)."""
+    for key in _ENV_OBJECTS:
+        if env.get(key) is not None and not isinstance(env[key], dict):
+            raise ValueError(f"{where}{key} is a {_json_type(env[key])}, not an object")
+    gpus = env.get("gpu")
+    if gpus is not None and not (isinstance(gpus, list) and all(isinstance(g, dict) for g in gpus)):
+        raise ValueError(f"{where}gpu is not a list of objects")
+    scalars = [
+        (f"{k}.{name}", (env.get(k) or {}).get(name)) for k, names in _ENV_SCALARS.items() for name in names
+    ]
+    scalars += [(f"libraries.{name}", v) for name, v in (env.get("libraries") or {}).items()]
+    scalars += [
+        (f"gpu[{i}].{name}", g.get(name)) for i, g in enumerate(gpus or []) for name in ("name", "driver")
+    ]
+    for key, value in scalars:
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{where}{key} is a {_json_type(value)}, not a string")
+    machines = env.get(MACHINES_KEY)
+    if machines is None:
+        return
+    if not isinstance(machines, list):
+        raise ValueError(f"{where}{MACHINES_KEY} is a {_json_type(machines)}, not a list")
+    for i, m in enumerate(machines):
+        at = f"{where}{MACHINES_KEY}[{i}]"
+        if not isinstance(m, dict):
+            raise ValueError(f"{at} is a {_json_type(m)}, not an object")
+        for key in (MACHINE_FIELD, "run_id"):
+            if not isinstance(m.get(key), str) or not m[key]:
+                raise ValueError(f"{at}.{key} is not a non-empty string")
+        if not isinstance(m.get("env"), dict):
+            raise ValueError(f"{at}.env is not an object")
+        if m.get("source") is not None and not isinstance(m["source"], str):
+            raise ValueError(f"{at}.source is not a string")
+        check_env_shape(m["env"], f"{at}.env.")
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "list", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def read_env_checked(run_dir: Path) -> dict:
@@ -418,8 +666,8 @@ def read_records_checked(run_dir: Path) -> list[CellRecord]:
     if not is_results_dir(run_dir):
         raise ImportRefused(f"{run_dir}: no cells.jsonl; not a results directory")
     try:
-        records = read_records(run_dir)
-    except ValueError as e:  # read_records refuses unknown schema versions
+        records = read_records(run_dir, required=True)
+    except ValueError as e:  # unreadable, no records, an unknown schema version, a record that does not fit
         raise ImportRefused(f"refusing to import {run_dir}: {e}") from e
     for rec in records:
         if not rec.cell_id:
@@ -501,18 +749,15 @@ def merged_machines(
 def load_run(run_dir: str | Path) -> list[Run]:
     """Load one results directory (cells.jsonl plus an optional env.json): one Run, or one per merged machine.
 
-    A missing or unreadable env.json is logged and the machine shown as unknown; records of an unknown schema
-    version raise ValueError.
+    A missing env.json is logged and the machine shown as unknown. Raises NoRecords when cells.jsonl holds no
+    record, RunFileError when cells.jsonl or env.json breaks the reading rule, ValueError (naming file and line)
+    for a record of an unknown schema version or one that does not fit CellRecord: each one line.
     """
     run_dir = Path(run_dir)
-    records = read_records(run_dir / CELLS_FILE)
-    try:
-        env = read_env(run_dir)
-    except ValueError as e:
-        log.warning("%s; machine details shown as unknown", e)
-        env = {}
+    records = read_records(run_dir / CELLS_FILE, required=True)
+    env = read_env(run_dir)
     if env is None:
-        log.warning("%s: no env.json; machine details shown as unknown", run_dir)
+        log.warning("%s: no env.json; machine details shown as unknown", _shown(run_dir))
         env = {}
     run_id = str(env.get("run_id") or next((r.run_id for r in records if r.run_id), None) or run_dir.name)
     if isinstance(env.get(MACHINES_KEY), list) and env[MACHINES_KEY]:
@@ -520,19 +765,62 @@ def load_run(run_dir: str | Path) -> list[Run]:
     return [Run(run_dir, run_id, env, records, dir_run_id=run_id, log_roots=(run_dir,))]
 
 
+def source_root(run_dir: Path, entry: dict) -> Path | None:
+    """The directory a merged run's machine `entry` names as its `source`, resolved, when its logs may be linked;
+    else None (logged, with why).
+
+    A merged run's records keep their `log` relative to the run they came from, so that run's directory is where a
+    log is looked for, but env.json's `source` is text from a file like any record's `log`: it is trusted only when
+    it resolves (links followed) (a) inside the merged run directory itself, or (b) to a results directory (holding
+    a cells.jsonl) whose own env.json, read under the same rule, is a plain run (not itself merged) of the run id the
+    entry names (env.json's `run_id`, else the directory's name, as the history reads it). `/`, `/etc` or a home
+    directory is neither; a log is then still linked only when it resolves inside that directory
+    (harness.report.render.LogLinks).
+    """
+    text = entry.get("source")
+    if not isinstance(text, str) or not text:
+        return None
+    shown = printable(text if len(text) <= 200 else text[:200] + "...")
+    label = f"{_shown(run_dir)}: machine {printable(str(entry.get(MACHINE_FIELD)))}: its source {shown}"
+    try:
+        if "\0" in text:
+            raise ValueError("a path holding a NUL")
+        root = Path(text).resolve()
+        if root.is_relative_to(run_dir.resolve()):
+            return root
+        if not is_results_dir(root):
+            raise ValueError("not a results directory (no cells.jsonl)")
+        env = read_env(root)
+    except (OSError, ValueError, RuntimeError) as e:  # RuntimeError: a loop of symbolic links
+        log.warning("%s is not used for its logs: %s", label, printable(str(e)))
+        return None
+    # the run id as the history reads it (harness.history.rundir): env.json's, else the directory's name
+    source_run = str(env.get("run_id") or root.name) if env is not None else None
+    if env is None or env.get(MACHINES_KEY) or source_run != str(entry.get("run_id")):
+        found = "no env.json" if env is None else f"run {printable(repr(source_run))}"
+        log.warning(
+            "%s is not used for its logs: it holds %s, not run %s",
+            label,
+            "a merged run" if env and env.get(MACHINES_KEY) else found,
+            printable(repr(entry.get("run_id"))),
+        )
+        return None
+    return root
+
+
 def _split_merged(run_dir: Path, run_id: str, env: dict, records: list[CellRecord]) -> list[Run]:
     groups, orphans = merged_machines(env, records)
     runs = []
     for entry, mine in groups:
         sub_env = entry.get("env") if isinstance(entry.get("env"), dict) else {}
-        source = Path(str(entry["source"])) if entry.get("source") else None
+        source = source_root(run_dir, entry) if mine else None
         roots = (run_dir, source) if source else (run_dir,)
         key = str(entry.get(MACHINE_FIELD) or UNKNOWN)
         runs.append(Run(run_dir, str(entry.get("run_id") or run_id), sub_env, mine, run_id, key, roots))
     if orphans:
         log.warning(
             "%s: %d records name no machine listed in env.json; shown as machine unknown",
-            run_dir,
+            _shown(run_dir),
             len(orphans),
         )
         runs.append(Run(run_dir, run_id, {}, orphans, run_id, UNKNOWN, (run_dir,)))
@@ -545,27 +833,38 @@ __all__ = [
     "INCOMPLETE_KEY",
     "MACHINES_KEY",
     "MACHINE_FIELD",
+    "MAX_DEPTH",
+    "MAX_JSON_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_RECORDS_BYTES",
     "SOURCE_RUN_FIELD",
     "SUPERSEDED_SUFFIX",
     "TORN_SUFFIX",
     "UNKNOWN",
     "HistoryError",
     "ImportRefused",
+    "NoRecords",
     "RecordWriteError",
     "RecordWriter",
     "Run",
+    "RunFileError",
+    "check_env_shape",
     "dig",
     "duplicate_cells",
     "incomplete_note",
     "is_results_dir",
     "load_run",
     "merged_machines",
+    "parse_json",
+    "parse_line",
     "read_env",
     "read_env_checked",
+    "read_json_file",
     "read_record_dicts",
     "read_records",
     "read_records_checked",
     "recorded_cells",
+    "source_root",
     "write_bytes_atomic",
     "write_env",
     "write_text_atomic",

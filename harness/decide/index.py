@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from harness import backends
 from harness.core.axes import SIZES, TASKS
+from harness.core.cli_args import printable
 from harness.core.record import CellRecord
 from harness.core.results_dir import Run
 from harness.decide.load import p50
@@ -85,7 +86,11 @@ class RunIndex:
         for rec in run.records:
             cid = rec.cell_id
             if cid in latest:
-                log.info("%s: cell %s recorded more than once; the last record is shown", run.run_id, cid)
+                log.info(  # escaped: a cell id from the file must not forge a second line
+                    "%s: cell %s recorded more than once; the last record is shown",
+                    printable(str(run.run_id)),
+                    printable(str(cid)),
+                )
             latest[cid] = rec
         for cid, rec in latest.items():
             target = rec.remedy_of

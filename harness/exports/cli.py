@@ -1,6 +1,8 @@
 """`yolo26-bench export --format bencher|csv RUN_DIR [-o FILE]`: a run for dashboards and spreadsheets.
 
-Exit statuses: 0 written, 2 bad input (not a results directory, unreadable records).
+Exit statuses: 0 written, 2 bad input (not a results directory, a file that breaks the reading rule of
+harness.core.results_dir, no records). A bad line of cells.jsonl is skipped with a warning naming its file and
+line, and the rest is exported.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from pathlib import Path
 
 from harness.core.cli_args import Parser, argparse_type, output_file
 from harness.core.results_dir import is_results_dir, load_run, write_text_atomic
+from harness.core.safe_text import terminal_text
 from harness.exports import bencher, table
 
 FORMATS = ("bencher", "csv")
@@ -38,7 +41,7 @@ def build_parser() -> Parser:
 def render(run_dir: Path, fmt: str) -> str:
     """The export's text. Raises ValueError (one line) for a directory that is not a readable run."""
     if not is_results_dir(run_dir):
-        raise ValueError(f"{run_dir}: no cells.jsonl; not a results directory")
+        raise ValueError(f"{terminal_text(run_dir)}: no cells.jsonl; not a results directory")
     runs = load_run(run_dir)
     if fmt == "csv":
         return table.to_csv(runs)
@@ -56,15 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = render(args.run, args.format)
     except (OSError, ValueError) as e:
-        print(f"export: {str(e).replace(chr(10), ' ')}", file=sys.stderr)
+        print(f"export: {terminal_text(str(e).replace(chr(10), ' '))}", file=sys.stderr)
         return 2
     if args.output:
         try:
             write_text_atomic(args.output, text)
         except OSError as e:  # the checks passed, the write did not (a full disk, a race)
-            print(f"export: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+            print(f"export: cannot write {terminal_text(args.output)}: {e.strerror or e}", file=sys.stderr)
             return 2
-        print(f"export: {args.format} -> {args.output}", file=sys.stderr)
+        print(f"export: {args.format} -> {terminal_text(args.output)}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

@@ -1,5 +1,8 @@
 """A run as a flat CSV table: one row per cell (its last record), the record's main fields, for spreadsheets and
-pandas (`pandas.read_csv`). A null is an empty field; the record's `null_reasons` say why."""
+pandas (`pandas.read_csv`). A null is an empty field; the record's `null_reasons` say why. Every row is one line:
+a text's control, bidirectional and other non-printable characters (a newline, an ANSI escape, U+202E) are written
+as Python escapes them (harness.core.safe_text.terminal_text), so the table shown on a terminal or read by a
+line-oriented tool is the table the records hold."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from typing import Any
 
 from harness.core.record import CellRecord, Latency
 from harness.core.results_dir import Run, dig
+from harness.core.safe_text import terminal_text
 
 
 def _ci(lat: Latency | None, index: int) -> float | None:
@@ -80,5 +84,7 @@ def to_csv(runs: list[Run]) -> str:
     w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
     w.writeheader()
     for row in rows(runs):
-        w.writerow({k: "" if v is None else v for k, v in row.items()})
+        w.writerow(
+            {k: "" if v is None else terminal_text(v) if isinstance(v, str) else v for k, v in row.items()}
+        )
     return buf.getvalue()

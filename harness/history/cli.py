@@ -16,6 +16,7 @@ from pathlib import Path
 from harness.core.cli_args import Parser, argparse_type, database_file, output_dir, output_file
 from harness.core.numeric_options import number
 from harness.core.results_dir import HistoryError, is_results_dir
+from harness.core.safe_text import terminal_text
 from harness.history import query
 from harness.history.compare import BaselineSpec, Comparison, Thresholds, compare_run
 from harness.history.markdown import render
@@ -249,5 +250,5 @@ def main_merge(argv: list[str] | None = None) -> int:
     except HistoryError as e:
         log.error("%s", e)
         return EXIT_ERROR
-    print(f"merged run {result.run_id}: {', '.join(result.machines)} -> {result.out_dir}")
+    print(terminal_text(f"merged run {result.run_id}: {', '.join(result.machines)} -> {result.out_dir}"))
     return EXIT_OK

@@ -129,9 +129,10 @@ def _check_out_dir(out_dir: Path, cells: str, env_text: str, replace_existing: b
     held = sorted(p.name for p in out_dir.iterdir())
     if not held:
         return False
-    same = held == sorted([CELLS_FILE, ENV_FILE]) and (
-        (out_dir / CELLS_FILE).read_text(encoding="utf-8", errors="replace") == cells
-        and (out_dir / ENV_FILE).read_text(encoding="utf-8", errors="replace") == env_text
+    same = (
+        held == sorted([CELLS_FILE, ENV_FILE])
+        and _holds(out_dir / CELLS_FILE, cells)
+        and _holds(out_dir / ENV_FILE, env_text)
     )
     if same or replace_existing:
         return same
@@ -140,6 +141,19 @@ def _check_out_dir(out_dir: Path, cells: str, env_text: str, replace_existing: b
         f"merge output {out_dir} already holds {shown}; refusing to overwrite it: choose another -o, or pass "
         "--replace to replace it"
     )
+
+
+def _holds(path: Path, text: str) -> bool:
+    """Whether the regular file at `path` holds exactly `text` (read no further than its length: an output
+    directory's 10 GB file is not read whole to learn that it differs)."""
+    data = text.encode("utf-8")
+    try:
+        if not path.is_file() or path.stat().st_size != len(data):
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(data) + 1) == data
+    except OSError:
+        return False
 
 
 def _write_beside(out_dir: Path, cells: str, env: dict) -> None:

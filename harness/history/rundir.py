@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from harness import SCHEMA_VERSION
+from harness.core.cli_args import printable
 from harness.core.record import CellRecord, non_finite
 from harness.core.record_codec import record_from_dict, record_to_dict
 from harness.core.results_dir import (
@@ -87,7 +88,11 @@ def _dedupe(records: list[CellRecord], where: str) -> tuple[CellRecord, ...]:
     by_cell: dict[str, CellRecord] = {}
     for rec in records:
         if rec.cell_id in by_cell:
-            log.warning("%s: cell %s recorded more than once; keeping the last record", where, rec.cell_id)
+            log.warning(  # escaped: a cell id from the file must not forge a second line
+                "%s: cell %s recorded more than once; keeping the last record",
+                printable(where),
+                printable(str(rec.cell_id)),
+            )
         by_cell[rec.cell_id] = rec
     return tuple(by_cell.values())
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from harness.core.record import CellRecord
 from harness.core.record_codec import record_to_dict
 from harness.core.results_dir import HistoryError, ImportRefused, incomplete_note
+from harness.core.safe_text import terminal_text
 from harness.history.memory import memory_mib
 from harness.history.rundir import RunData, load_run_dir
 
@@ -93,14 +94,15 @@ class ImportResult:
     duplicates: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """One line: what the import did, with the run's warnings (incomplete, cells recorded twice)."""
+        """One line: what the import did, with the run's warnings (incomplete, cells recorded twice); the run id,
+        machine and cell ids (text from the run's files) escaped, so that it stays one line."""
         line = f"{self.action}: {self.run_id} ({self.machine}, {self.cells} cells, series {self.series_id})"
         if self.incomplete:
             line += f"; {self.incomplete}"
         if self.duplicates:
             shown = ", ".join(self.duplicates[:3]) + (" ..." if len(self.duplicates) > 3 else "")
             line += f"; {len(self.duplicates)} cell(s) recorded more than once ({shown}): kept the last record of each"
-        return line
+        return terminal_text(line)
 
 
 def default_db_path(results_dir: str | Path = DEFAULT_RESULTS_DIR) -> Path:

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
 
 from harness.core.cli_args import Parser, argparse_type, input_file, output_dir
 from harness.core.numeric_options import number
+from harness.core.results_dir import read_json_file
+from harness.core.safe_text import terminal_text
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +105,13 @@ def accuracy_floors(items: list[str]) -> dict[str, float]:
 
 
 def _one_line(e: Exception) -> str:
-    return str(e).replace("\n", " ")
+    return terminal_text(str(e).replace("\n", " "))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the report command; returns the exit status (0 written, 2 bad input)."""
+    """Run the report command; returns the exit status (0 written, 2 bad input: an option, a file that breaks the
+    reading rule of harness.core.results_dir, a run holding no records). A bad line of cells.jsonl is skipped
+    with a warning naming its file and line, and the report is written from the rest."""
     args = build_parser().parse(argv)
     if isinstance(args, int):  # --help, or argparse's one error line (already printed)
         return args
@@ -119,14 +122,19 @@ def main(argv: list[str] | None = None) -> int:
         floors = accuracy_floors(args.accuracy_floor)
         cons = constraints(args, floors)
     except ValueError as e:
-        print(f"report: {e}", file=sys.stderr)
+        print(f"report: {_one_line(e)}", file=sys.stderr)
         return 2
     history = None
     if args.history:
         try:
-            history = json.loads(args.history.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:  # ValueError: not JSON, not UTF-8
-            print(f"report: --history {args.history}: cannot read it: {_one_line(e)}", file=sys.stderr)
+            history = read_json_file(args.history, "history file")  # the reading rule of every run file
+            if not isinstance(history, dict):
+                raise ValueError(f"a JSON {type(history).__name__}, not an object")
+        except (OSError, ValueError) as e:  # ValueError: not JSON, not UTF-8, too big or too deep
+            print(
+                f"report: --history {_one_line(args.history)}: cannot read it: {_one_line(e)}",
+                file=sys.stderr,
+            )
             return 2
     try:
         index = render_report(args.results, args.out, history, cons=cons)
@@ -134,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"report: {_one_line(e)}", file=sys.stderr)
         return 2
     if not args.quiet:
-        print(index)
+        print(terminal_text(index))
     return 0
 
 

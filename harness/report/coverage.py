@@ -31,24 +31,40 @@ class CoverageView:
 def _age(since: str, now: str) -> str:
     try:
         days = (datetime.fromisoformat(now) - datetime.fromisoformat(since)).total_seconds() / 86400
-    except ValueError:
+    except (ValueError, TypeError, OverflowError):  # not ISO 8601; one with an offset and one without
         return f"since {since}"
     return f"{days:.0f} day{'s' if round(days) != 1 else ''} ({since[:10]})"
 
 
+def _count(value: object) -> int:
+    """A count from env.json's plan: a whole number, else 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value != value
+        or abs(value) == float("inf")
+    ):
+        return 0
+    return int(value)
+
+
 def night_coverage(indexes: list[RunIndex], history: dict | None) -> list[CoverageView]:
     """A CoverageView per rendered run whose env.json holds a plan."""
-    last = (history or {}).get("last_measured") or {}
+    last = history.get("last_measured") if isinstance(history, dict) else None
+    last = last if isinstance(last, dict) else {}  # both are JSON from files: read tolerantly
     out = []
     for idx in indexes:
         plan = idx.run.env.get("plan")
         if not isinstance(plan, dict):
             continue
-        left = [c for ids in (plan.get("left_out") or {}).values() for c in ids]
+        left_out = plan.get("left_out")
+        groups = left_out.values() if isinstance(left_out, dict) else []
+        left = [str(c) for ids in groups if isinstance(ids, list) for c in ids]
         dates: dict[str, int] = {}
         seen = []
         for c in left:
             at = last.get(c)
+            at = at if isinstance(at, str) else None
             dates[at[:10] if at else "never"] = dates.get(at[:10] if at else "never", 0) + 1
             if at:
                 seen.append(at)
@@ -65,7 +81,7 @@ def night_coverage(indexes: list[RunIndex], history: dict | None) -> list[Covera
         out.append(
             CoverageView(
                 run_id=idx.run.run_id,
-                profile_cells=int(plan.get("profile_cells") or 0),
+                profile_cells=_count(plan.get("profile_cells")),
                 measured=sum(1 for r in idx.cells if r.status != "skipped"),
                 skips=sum(1 for r in idx.cells if r.status == "skipped"),
                 left_out=len(left),

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from harness.core.record import CellRecord
 from harness.core.results_dir import UNKNOWN, Run, duplicate_cells, incomplete_note
 from harness.decide.index import RunIndex
+from harness.decide.load import finite
 from harness.report.matrix import machine_label
 
 log = logging.getLogger(__name__)
@@ -139,10 +140,17 @@ def _canary_line(run: Run) -> str:
         return "not recorded (a run from before the drift canary)"
     if c.get("median") is None:
         return f"none: {c.get('reason') or UNKNOWN}"
-    n = len(c.get("readings") or [])
+    readings = c.get("readings")
+    n = len(readings) if isinstance(readings, list) else 0
+    median, lo, hi = (finite(c.get(k)) for k in ("median", "min", "max"))
+    if (
+        median is None or lo is None or hi is None
+    ):  # env.json is text from a file: not the canary's own figures
+        return f"not readable: median, min and max are not all numbers in env.json ({n} readings)"
+    ratio = f"{hi / lo:.2f}" if lo > 0 else "n/a"
     return (
-        f"median {c['median']:.3f} ms, min {c['min']:.3f}, max {c['max']:.3f} (max/min "
-        f"{c['max'] / c['min']:.2f}) over {n} readings before and after each workload"
+        f"median {median:.3f} ms, min {lo:.3f}, max {hi:.3f} (max/min "
+        f"{ratio}) over {n} readings before and after each workload"
     )
 
 

@@ -243,7 +243,14 @@ def canary_drift(indexes: list[RunIndex], color: Palette) -> PlotView:
     runs = []
     for idx in indexes:
         c = idx.run.env.get("canary") if isinstance(idx.run.env.get("canary"), dict) else {}
-        pts = [(r["t_s"], r["ms"]) for r in c.get("readings") or [] if isinstance(r, dict)]
+        readings = c.get("readings") if isinstance(c.get("readings"), list) else []
+        pts = [
+            (t, m)
+            for r in readings
+            if isinstance(r, dict)
+            and (t := finite(r.get("t_s"))) is not None
+            and (m := finite(r.get("ms"))) is not None
+        ]
         if pts:
             runs.append((idx, pts))
     if not runs:

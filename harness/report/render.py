@@ -1,7 +1,10 @@
 """Rendering: records in, reports/<report_id>/{index.html, summary.json, summary.md} out, and reports/latest/.
 
 Rendering is a pure function of the records (and the optional history dict): it reads files and never measures.
-Every string from a record or log reaches the page through Jinja's autoescape.
+Every string from a record or log reaches the page through Jinja's autoescape, and every value the page prints
+through `clip_text` (Jinja's `finalize`): cut to TEXT_LIMIT characters, and its control and bidirectional
+characters escaped (harness.core.safe_text.page_text). The page's files are built in memory and written only when
+all of them are: a report that cannot be rendered leaves no directory behind.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from harness.core.record import CellRecord
+from harness.core.results_dir import write_bytes_atomic
+from harness.core.safe_text import UNSAFE_ON_PAGE, page_text, terminal_text
 from harness.decide.decision import decide
 from harness.decide.index import RunIndex, index_runs
 from harness.decide.load import load_runs
@@ -49,15 +55,22 @@ TEXT_LIMIT = 4000
 
 def clip_text(value: Any) -> Any:
     """Jinja's `finalize`: every string a template prints is cut to TEXT_LIMIT characters with a note, so a
-    record's 200 MB `reason` cannot become a 200 MB page. Markup the harness made itself (the plots' SVG, marked
-    safe) is left whole."""
-    if isinstance(value, Markup) or not isinstance(value, str) or len(value) <= TEXT_LIMIT:
+    record's 200 MB `reason` cannot become a 200 MB page, and its control and bidirectional characters are escaped
+    (safe_text.page_text). Markup the harness made itself (the plots' SVG, marked safe) is left whole but for those
+    characters (an escape is plain text in markup too)."""
+    if value is None or isinstance(value, bool | int | float):
         return value
-    return (
-        value[:TEXT_LIMIT]
-        + f" … [{len(value) - TEXT_LIMIT} more characters: the full text is in the cell log "
-        "and its record in cells.jsonl]"
-    )
+    if hasattr(value, "__html__"):
+        html = str(value.__html__())
+        return Markup(page_text(html)) if UNSAFE_ON_PAGE.search(html) else value
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > TEXT_LIMIT:
+        text = (
+            text[:TEXT_LIMIT]
+            + f" … [{len(text) - TEXT_LIMIT} more characters: the full text is in the cell log "
+            "and its record in cells.jsonl]"
+        )
+    return page_text(text)
 
 
 def _environment() -> Environment:
@@ -71,29 +84,73 @@ def _environment() -> Environment:
     )
 
 
+@dataclass(frozen=True)
+class Unlinked:
+    """A path a record holds that the page does not link, and why (listed under the page's notes)."""
+
+    run: str
+    cell_id: str
+    path: str
+    why: str
+
+
+#: the most characters of an unlinked path the page and the warning show
+_PATH_SHOWN = 200
+
+
 class LogLinks:
     """Relative links from the report directory to each record's log (reports/latest/ has the same depth).
 
-    Only a file inside the run directory it was recorded in (or, for a merged run, the machine's source run
-    directory) is linked: a record's `log` is text from a file, and `../../../../etc/passwd` must stay text."""
+    Only a regular file inside the run directory it was recorded in (or, for a merged run, the machine's source run
+    directory where harness.core.results_dir.source_root trusts it) is linked: a record's `log` is text from a
+    file, and `../../../../etc/passwd` must stay text. A path that points outside, holds a NUL or another control
+    or bidirectional character, or cannot be resolved is not linked, and is listed with why in `unlinked` (the
+    page's notes) and as a warning; a path to a file that is simply not there is not linked, silently."""
 
     def __init__(self, report_dir: Path) -> None:
         self.report_dir = report_dir.resolve()
+        self.unlinked: list[Unlinked] = []
+        self._seen: set[tuple[str, str, str]] = set()
 
     def __call__(self, idx: RunIndex, rec: CellRecord) -> str | None:
-        return self.file(idx, rec.log)
+        return self.file(idx, rec.log, rec.cell_id)
 
-    def file(self, idx: RunIndex, rel: object) -> str | None:
+    def file(self, idx: RunIndex, rel: object, cell_id: str | None = None) -> str | None:
         """The link to `rel`, a path a record holds relative to its run directory (a log, LoadGen's summary)."""
         if not rel or not isinstance(rel, str):
             return None
+        if "\0" in rel or UNSAFE_ON_PAGE.search(rel):
+            self._refuse(idx, cell_id, rel, "the path holds a NUL, a control or a bidirectional character")
+            return None
+        inside = False
         # A merged results dir keeps each record's log path relative to the machine's source run dir.
         for root in idx.run.log_roots or (idx.run.path,):
-            root = Path(root).resolve()
-            target = (root / rel).resolve()  # resolves `..` and symbolic links before the containment check
-            if target.is_relative_to(root) and target != root and target.is_file():
-                return Path(os.path.relpath(target, self.report_dir)).as_posix()
+            try:
+                root = Path(root).resolve()
+                target = (
+                    root / rel
+                ).resolve()  # `..` and symbolic links resolved before the containment check
+                if not target.is_relative_to(root) or target == root:
+                    continue
+                inside = True
+                if target.is_file():
+                    return Path(os.path.relpath(target, self.report_dir)).as_posix()
+            except (OSError, ValueError, RuntimeError) as e:  # a name too long, a loop of links
+                self._refuse(idx, cell_id, rel, f"it cannot be resolved ({e})")
+                return None
+        if not inside:
+            self._refuse(idx, cell_id, rel, "it points outside the run directory")
         return None
+
+    def _refuse(self, idx: RunIndex, cell_id: str | None, rel: str, why: str) -> None:
+        """Note `rel` as not linked (once per run, cell and path): in the page's list and as a warning."""
+        key = (idx.run.run_id, str(cell_id), rel)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        shown = rel if len(rel) <= _PATH_SHOWN else rel[:_PATH_SHOWN] + "..."
+        self.unlinked.append(Unlinked(idx.run.run_id, str(cell_id or "-"), shown, why))
+        log.warning("%s", terminal_text(f"{idx.run.run_id}: {cell_id or '-'}: {shown!r} not linked: {why}"))
 
 
 def operators_html(indexes: list[RunIndex]) -> Markup | None:
@@ -166,6 +223,7 @@ def build_content(
         "failures": failures(indexes, href),
         "parity": parity_rows(indexes, href),
         "notes": notes,
+        "unlinked": href.unlinked,  # filled while the rows above were built
     }
 
 
@@ -194,14 +252,25 @@ def render_report(
     indexes = index_runs(runs)
     out_root = Path(out_root)
     report_dir = out_root / report_id(indexes)
-    report_dir.mkdir(parents=True, exist_ok=True)
     content = build_content(indexes, report_dir, history, floors, memory_cap_mib, cons)
-    (report_dir / "index.html").write_text(render_html(content), encoding="utf-8")
-    (report_dir / "summary.json").write_text(summary_json(content, indexes), encoding="utf-8")
-    (report_dir / "summary.md").write_text(summary_md(content), encoding="utf-8")
-    (report_dir / "decision.json").write_text(content["decision_json"], encoding="utf-8")
+    texts = {  # every file built before any is written: a failure here leaves nothing behind
+        "index.html": render_html(content),
+        "summary.json": summary_json(content, indexes),
+        "summary.md": summary_md(content),
+        "decision.json": content["decision_json"],
+    }
+    files = {name: text.encode("utf-8") for name, text in texts.items()}
+    created = not report_dir.exists()
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        for name in OUTPUT_FILES:
+            write_bytes_atomic(report_dir / name, files[name])
+    except OSError:
+        if created:
+            shutil.rmtree(report_dir, ignore_errors=True)
+        raise
     _refresh_latest(report_dir, out_root / "latest")
-    log.info("report written to %s", report_dir / "index.html")
+    log.info("report written to %s", terminal_text(report_dir / "index.html"))
     return report_dir / "index.html"
 
 

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from harness.core.results_dir import dig
+from harness.core.safe_text import page_text
 from harness.decide.index import RunIndex
 from harness.decide.load import finite, p50
 
@@ -77,8 +78,10 @@ def summary_json(content: dict[str, Any], indexes: list[RunIndex]) -> str:
 
 
 def md(text: object) -> str:
-    """Escape text from records for markdown that GitHub renders (it also renders inline HTML)."""
-    s = " ".join(str(text).split())
+    """Escape text from records for markdown that GitHub renders (it also renders inline HTML): whitespace folded
+    to single spaces (a newline cannot start a line of its own), control and bidirectional characters escaped
+    (safe_text.page_text)."""
+    s = page_text(" ".join(str(text).split()))
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return re.sub(r"([\\`*_\[\]|#])", r"\\\1", s)
 

@@ -95,7 +95,8 @@ def regressions(history: dict | None) -> list[RegressionView] | None:
     if not isinstance(history, dict):
         return None
     rows = []
-    for item in history.get("regressions") or []:
+    items = history.get("regressions")
+    for item in items if isinstance(items, list) else []:
         if not isinstance(item, dict):
             continue
         change = item.get("change_pct")
