@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from harness.core import locations
+from harness.execute import interrupt
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -24,6 +30,14 @@ if _NO_HYPOTHESIS_PLUGIN not in _addopts:
 
 #: an export cache kept across test sessions (scripts/flaky_check.sh sets it, so repeated passes export once)
 TEST_CACHE_ENV = "YOLO26_BENCH_TEST_CACHE"
+
+# No test reads or writes the clone's default cache, results or reports (a main job run in this clone before the
+# tests must change nothing in them): the harness's defaults (harness.core.locations) point at this session's own
+# directories, in this process and every process it starts (suite runs, console commands). A test that names
+# --cache-dir or --results-dir itself is unaffected. With $YOLO26_BENCH_TEST_CACHE the default cache is that one.
+_DEFAULTS_DIR = Path(tempfile.mkdtemp(prefix="yolo26-test-defaults-"))
+os.environ[locations.RESULTS_DIR_ENV] = str(_DEFAULTS_DIR / "results")
+os.environ[locations.CACHE_DIR_ENV] = os.environ.get(TEST_CACHE_ENV) or str(_DEFAULTS_DIR / "cache")
 
 #: RunConfig fields for a run whose tests read status, timing, parity, memory or the cache: no accuracy, end-to-end
 #: pairs or LoadGen scenarios (each costs seconds to minutes per cell and such tests read none of them)
@@ -53,6 +67,20 @@ def cache_dir(tmp_path_factory) -> Path:
     path = Path(os.environ[TEST_CACHE_ENV])
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@pytest.fixture
+def handlers():
+    """This process's SIGINT/SIGTERM handlers and the interruption's note, restored after the test (the session
+    must not read a test's signal as the user's)."""
+    saved = {sig: signal.getsignal(sig) for sig in interrupt.SIGNALS}
+    callbacks = list(interrupt._on_signal)
+    interrupt.reset()
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+    interrupt._on_signal[:] = callbacks
+    interrupt.reset()
 
 
 _SHARED_EXPORTS: dict[tuple, object] = {}
@@ -177,6 +205,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
         event = _started.get(item.nodeid)
         if event and item.get_closest_marker("process") is None:
             _unmarked[item.nodeid] = event
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_DEFAULTS_DIR, ignore_errors=True)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -3,10 +3,7 @@ read it (report, export, import) run in-process with their terminal output captu
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +12,7 @@ from harness.core.safe_text import unsafe_on_page
 from harness.exports.cli import main as export_main
 from harness.history.cli import main_import
 from harness.report.cli import main as report_main
+from tests.fuzz_kit import captured
 
 CPU_RUN = Path(__file__).parent / "data" / "report" / "cpu_run"
 #: four records of CPU_RUN: ok (onnxruntime, with a log), skipped, parity_failed and run_failed (with failures)
@@ -48,23 +46,6 @@ def make_run(
 
 def line_of(rec: dict) -> bytes:
     return (json.dumps(rec) + "\n").encode("utf-8")
-
-
-@contextlib.contextmanager
-def captured():
-    """stdout and stderr as text, the root logger writing to that stderr (as the commands' own setup does)."""
-    out, err = io.StringIO(), io.StringIO()
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    handler = logging.StreamHandler(err)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    root.handlers = [handler]
-    root.setLevel(logging.INFO)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            yield out, err
-    finally:
-        root.handlers, root.level = saved[0], saved[1]
 
 
 @dataclass

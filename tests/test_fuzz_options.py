@@ -19,16 +19,11 @@ tests/test_option_rules.py.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import os
-import random
-import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import given, seed
 from hypothesis import strategies as st
 
 from harness import cli
@@ -42,16 +37,9 @@ from harness.pytest_plugin import options
 from harness.pytest_plugin.durations_file import main as durations_main
 from harness.report.cli import accuracy_floors
 from harness.report.cli import main as report_main
+from tests.fuzz_kit import SEED, call, error_lines, fuzz_settings, refused
 
-SEED = int(os.environ.get("FUZZ_SEED") or random.SystemRandom().randrange(2**32))
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or 100)
-print(f"\nfuzz seed {SEED} (FUZZ_SEED={SEED} replays it), {EXAMPLES} examples per test", file=sys.stderr)
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,  # nothing written into the checkout; the seed replays an example
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+FUZZ = fuzz_settings(100)
 
 # ---- values ---------------------------------------------------------------------------------------------------
 
@@ -103,36 +91,6 @@ def _snapshot(*roots: Path) -> set[str]:
 
 
 # ---- running a command in-process --------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _captured():
-    """stdout and stderr as text, the root logger writing to that stderr (as the commands' own setup does)."""
-    out, err = io.StringIO(), io.StringIO()
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    handler = logging.StreamHandler(err)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    root.handlers = [handler]
-    root.setLevel(logging.INFO)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            yield out, err
-    finally:
-        root.handlers, root.level = saved[0], saved[1]
-
-
-def _call(main, argv: list[str]) -> tuple[int, str]:
-    with _captured() as (_, err):
-        try:
-            status = main(argv)
-        except SystemExit as e:
-            status = e.code if isinstance(e.code, int) else 2
-    return status, err.getvalue()
-
-
-def _error_lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.strip() and not line.startswith("INFO ")]
 
 
 # ---- the commands' options ---------------------------------------------------------------------------------------
@@ -268,21 +226,11 @@ def test_every_subcommand_ends_in_one_line_and_writes_nothing(cmd, tmp_path_fact
                 invalid.append(flag)
         before = _snapshot(world, cwd)
         where = f"(fuzz seed {SEED}) {cmd} {argv!r}"
-        try:
-            status, err = _call(main, argv)
-        except Exception as e:  # an exception out of the command: the traceback a user would see
-            pytest.fail(f"{where}: {type(e).__name__}: {e}")
-        lines = _error_lines(err)
-        assert status == 2, f"{where}: exit status {status}, stderr {err[-500:]!r}"
-        assert len(lines) == 1 and "Traceback" not in err, (
-            f"{where}: {len(lines)} error lines: {err[-1500:]!r}"
-        )
+        line = refused(main, argv, where)
         if (
             invalid
         ):  # the first bad option argparse meets is named: one of those fuzzed (another may be bad too)
-            assert any(f in lines[0] for f in chosen), (
-                f"{where}: the line names none of {chosen}: {lines[0]!r}"
-            )
+            assert any(f in line for f in chosen), f"{where}: the line names none of {chosen}: {line!r}"
         assert _snapshot(world, cwd) == before, f"{where}: wrote {_snapshot(world, cwd) ^ before}"
 
     one()
@@ -295,8 +243,8 @@ def test_unknown_commands_end_in_one_line():
     def one(name):
         if name in cli.COMMANDS or name in ("-h", "--help"):
             return
-        status, err = _call(cli.main, [name])
-        assert status == 2 and len(_error_lines(err)) == 1, f"(fuzz seed {SEED}) {name!r}: {err!r}"
+        status, err = call(cli.main, [name])
+        assert status == 2 and len(error_lines(err)) == 1, f"(fuzz seed {SEED}) {name!r}: {err!r}"
         assert "did you mean" in err
 
     one()

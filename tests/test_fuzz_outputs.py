@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
-import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import given, seed
 from hypothesis import strategies as st
 
 from harness.core.axes import SelectionError
@@ -38,17 +36,9 @@ from harness.exports.cli import main as export_main
 from harness.history.cli import main_compare, main_merge
 from harness.pytest_plugin import durations_file, options
 from harness.report.cli import main as report_main
-from tests.test_fuzz_options import _call, _error_lines
+from tests.fuzz_kit import SEED, fuzz_settings, refused
 
-SEED = int(os.environ.get("FUZZ_SEED") or random.SystemRandom().randrange(2**32))
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or 50)
-print(f"\nfuzz seed {SEED} (FUZZ_SEED={SEED} replays it), {EXAMPLES} examples per test", file=sys.stderr)
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+FUZZ = fuzz_settings(50)
 
 KEEP = "keep: a link's target\n"
 
@@ -160,17 +150,9 @@ def test_every_output_option_refuses_a_path_it_cannot_write_before_any_work(
         valid = KINDS[kind][0 if writes_file else 1]
         before = _snapshot(world, cwd)
         where = f"(fuzz seed {SEED}) {cmd} {argv!r} ({kind})"
-        try:
-            status, err = _call(main, argv)
-        except Exception as e:  # an exception out of the command: the traceback a user would see
-            pytest.fail(f"{where}: {type(e).__name__}: {e}")
-        lines = _error_lines(err)
-        assert status == 2, f"{where}: exit status {status}, stderr {err[-500:]!r}"
-        assert len(lines) == 1 and "Traceback" not in err, (
-            f"{where}: {len(lines)} error lines: {err[-1500:]!r}"
-        )
-        refused = flag in lines[0] and any(r in lines[0] for r in REFUSALS)
-        assert refused != valid, f"{where}: {'refused' if refused else 'taken'}: {lines[0]!r}"
+        line = refused(main, argv, where)
+        said_no = flag in line and any(r in line for r in REFUSALS)
+        assert said_no != valid, f"{where}: {'refused' if said_no else 'taken'}: {line!r}"
         assert _snapshot(world, cwd) == before, (
             f"{where}: changed {set(_snapshot(world, cwd).items()) ^ set(before.items())}"
         )

@@ -28,19 +28,17 @@ found rather than shrinking it (minutes). A failing example becomes a test in te
 from __future__ import annotations
 
 import json
-import os
-import random
 import re
-import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, given, seed
 from hypothesis import strategies as st
 
 from harness.core import results_dir
 from harness.core.results_dir import MAX_DEPTH
 from harness.report.cli import main as report_main
+from tests.fuzz_kit import SEED, fuzz_settings
 from tests.read_rule_helpers import (
     CPU_RUN,
     call,
@@ -53,21 +51,7 @@ from tests.read_rule_helpers import (
     small_records,
 )
 
-SEED = int(os.environ.get("FUZZ_SEED") or random.SystemRandom().randrange(2**32))
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or 20)
-print(f"\nfuzz seed {SEED} (FUZZ_SEED={SEED} replays it), {EXAMPLES} examples per test", file=sys.stderr)
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,  # nothing written into the checkout; the seed replays an example
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-    ],
-    # FUZZ_NO_SHRINK=1: report the first failing example as found (shrinking one takes minutes: 3 commands each)
-    phases=[p for p in Phase if not (os.environ.get("FUZZ_NO_SHRINK") and p is Phase.shrink)],
-)
+FUZZ = fuzz_settings(20, HealthCheck.data_too_large)
 #: the line limit during the fuzz (a record here is 2.5 to 4.5 kB), so that an over-long line is cheap to make
 LINE_LIMIT = 16 * 1024
 

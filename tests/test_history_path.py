@@ -48,6 +48,9 @@ def no_env(monkeypatch, tmp_path):
 
 def test_the_resolver_prefers_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv(DB_ENV_VAR, raising=False)
+    monkeypatch.delenv(
+        "YOLO26_BENCH_RESULTS_DIR", raising=False
+    )  # the session's own default (tests/conftest.py)
     assert default_db_path() == Path("results/history.sqlite")
     assert default_db_path(tmp_path / "x") == tmp_path / "x" / "history.sqlite"
     monkeypatch.setenv(DB_ENV_VAR, str(tmp_path / "elsewhere.sqlite"))

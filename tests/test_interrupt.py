@@ -17,20 +17,6 @@ from harness.execute import interrupt
 from tests.conftest import REPO
 
 
-@pytest.fixture
-def handlers():
-    """This process's SIGINT/SIGTERM handlers and the interruption's note, restored after the test (the session
-    must not read a test's signal as the user's)."""
-    saved = {sig: signal.getsignal(sig) for sig in interrupt.SIGNALS}
-    callbacks = list(interrupt._on_signal)
-    interrupt.reset()
-    yield
-    for sig, handler in saved.items():
-        signal.signal(sig, handler)
-    interrupt._on_signal[:] = callbacks
-    interrupt.reset()
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.process
 def test_a_signal_raises_at_once_and_is_noted(handlers, sig):

@@ -36,7 +36,8 @@ def fake_history(results, p50_ms: dict[int, float]) -> None:
 def collect(results, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "suites/", "--benchmark-only", "--profile", "quick", "--collect-only",
-         "-q", "-p", "no:randomly", "--results-dir", str(results), *args],
+         "-q", "-p", "no:randomly", "--results-dir", str(results), "--cache-dir", str(results.parent / "cache"),
+         *args],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 

@@ -46,20 +46,6 @@ QUERY_S = 0.005
 STREAMS = 2
 
 
-@pytest.fixture
-def handlers():
-    """This process's SIGINT/SIGTERM handlers and the interruption's note, restored after the test (the session
-    must not read a test's signal as the user's)."""
-    saved = {sig: signal.getsignal(sig) for sig in interrupt.SIGNALS}
-    callbacks = list(interrupt._on_signal)
-    interrupt.reset()
-    yield
-    for sig, handler in saved.items():
-        signal.signal(sig, handler)
-    interrupt._on_signal[:] = callbacks
-    interrupt.reset()
-
-
 class Stop:
     """A stop that a test sets (no signal): harness.scenarios.loadgen.Stop."""
 

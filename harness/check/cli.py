@@ -17,7 +17,7 @@ from pathlib import Path
 from harness.check.relations import RELATIONS, Finding, check_records
 from harness.core.cli_args import Parser, printable
 from harness.core.record import CellRecord
-from harness.core.results_dir import CELLS_FILE, is_results_dir, read_records
+from harness.core.results_dir import is_results_dir, read_records
 
 
 def build_parser() -> Parser:
@@ -50,15 +50,9 @@ def run_label(path: Path) -> str:
 
 
 def _records(path: Path) -> list[CellRecord]:
-    """The records at `path`; ValueError (one line naming the file) when they cannot be read or there are none."""
-    try:
-        records: list[CellRecord] = read_records(path)
-    except RecursionError:  # a line nested deeper than the JSON decoder's recursion allows
-        raise ValueError(f"{path}: a records line is nested too deeply to read") from None
-    if not records:
-        shown = path / CELLS_FILE if path.is_dir() else path
-        raise ValueError(f"{shown}: no records (an empty records file, or no line of it is a record)")
-    return records
+    """The records at `path`: the reader's rule (harness.core.results_dir: a bad line skipped and named, a bad
+    file or no record at all a ValueError of one line naming the file)."""
+    return read_records(path, required=True)
 
 
 def check_paths(paths: list[Path]) -> tuple[list[tuple[str, Finding]], int]:
@@ -83,11 +77,6 @@ def main(argv: list[str] | None = None) -> int:
         found, n = check_paths(args.runs)
     except (OSError, ValueError) as e:
         print(f"check: {printable(str(e))}", file=sys.stderr)
-        return 2
-    except (
-        RecursionError
-    ):  # a value nested too deeply for the conversion of a record: bad input, never status 1
-        print("check: a record holds a value nested too deeply to read", file=sys.stderr)
         return 2
     for run, f in found:
         print(f.line(run))

@@ -13,6 +13,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from harness.core import locations
 from harness.core.cli_args import Parser, argparse_type, database_file, output_dir, output_file
 from harness.core.numeric_options import number
 from harness.core.results_dir import HistoryError, is_results_dir
@@ -23,7 +24,6 @@ from harness.history.markdown import render
 from harness.history.merge import merge_runs
 from harness.history.report import history_view
 from harness.history.store import (
-    DEFAULT_RESULTS_DIR,
     ImportResult,
     db_error,
     default_db_path,
@@ -53,7 +53,7 @@ def _db_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--results-dir",
         type=Path,
-        default=DEFAULT_RESULTS_DIR,
+        default=Path(locations.results_dir()),
         metavar="DIR",
         help="the suite's --results-dir, whose history.sqlite is the default database (default: results)",
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.core import locations
 from harness.core.record import CellRecord
 from harness.core.record_codec import record_to_dict
 from harness.core.results_dir import HistoryError, ImportRefused, incomplete_note
@@ -27,9 +28,7 @@ from harness.history.rundir import RunData, load_run_dir
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RESULTS_DIR = Path("results")
 DB_FILE = "history.sqlite"
-DEFAULT_DB = DEFAULT_RESULTS_DIR / DB_FILE
 DB_ENV_VAR = "YOLO26_BENCH_HISTORY"
 # 2: stored env.json and records are record-schema 2 (db_schema 1 held schema-1 ones; connect() upgrades them).
 DB_SCHEMA_VERSION = 2
@@ -105,12 +104,12 @@ class ImportResult:
         return terminal_text(line)
 
 
-def default_db_path(results_dir: str | Path = DEFAULT_RESULTS_DIR) -> Path:
+def default_db_path(results_dir: str | Path | None = None) -> Path:
     """The history database of a results directory: $YOLO26_BENCH_HISTORY when set, else
-    <results_dir>/history.sqlite. The one rule the suite's end-of-run import and the CLI both follow, so that
+    <results_dir>/history.sqlite (default: harness.core.locations). The one rule the suite's end-of-run import and the CLI both follow, so that
     `compare --results-dir X` finds what `pytest --results-dir X` imported."""
     env = os.environ.get(DB_ENV_VAR)
-    return Path(env) if env else Path(results_dir) / DB_FILE
+    return Path(env) if env else Path(results_dir or locations.results_dir()) / DB_FILE
 
 
 def _check_schema(conn: sqlite3.Connection, db_path: Path) -> None:
@@ -339,8 +338,6 @@ def import_run_dir(db_path: str | Path, run_dir: str | Path) -> list[ImportResul
 
 
 __all__ = [
-    "DEFAULT_DB",
-    "DEFAULT_RESULTS_DIR",
     "HistoryError",
     "ImportRefused",
     "ImportResult",

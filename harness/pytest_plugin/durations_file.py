@@ -14,10 +14,11 @@ import json
 import sys
 from pathlib import Path
 
+from harness.core import locations
 from harness.core.axes import SelectionError
 from harness.core.cli_args import Parser, argparse_type, output_file, printable
 from harness.core.results_dir import write_text_atomic
-from harness.history.store import DEFAULT_RESULTS_DIR, default_db_path
+from harness.history.store import default_db_path
 from harness.plan.matrix import Selection, build, profile_names
 from harness.pytest_plugin.nightplan import estimate_planned
 from harness.pytest_plugin.options import scenario_mode
@@ -51,12 +52,12 @@ def build_parser() -> Parser:
         "symbolic link (name the file itself)",
     )
     p.add_argument(
-        "--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="whose history.sqlite to read"
+        "--results-dir", type=Path, default=Path(locations.results_dir()), help="whose history.sqlite to read"
     )
     p.add_argument(
         "--db", type=Path, help="history database (default: $YOLO26_BENCH_HISTORY, else RESULTS_DIR)"
     )
-    p.add_argument("--cache-dir", type=Path, default=Path(".cache/yolo26-bench"), help="the export cache")
+    p.add_argument("--cache-dir", type=Path, default=Path(locations.cache_dir()), help="the export cache")
     p.add_argument("--scenarios", default="all", help="as the run's --scenarios (default all, the nightly's)")
     return p
 

@@ -16,7 +16,7 @@ from typing import NoReturn
 import pytest
 
 from harness import threads
-from harness.core import allocator, axes, envinfo, run_claim
+from harness.core import allocator, axes, envinfo, locations, run_claim
 from harness.core.axes import SelectionError
 from harness.core.record import CellRecord
 from harness.core.results_dir import (
@@ -69,15 +69,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption(
         "--results-dir",
-        default=options.DEFAULT_RESULTS_DIR,
-        help="where results/<run_id>/ is written (default results)",
+        default=locations.results_dir(),
+        help=f"where results/<run_id>/ is written (default ${locations.RESULTS_DIR_ENV}, else "
+        f"{locations.RESULTS_DIR})",
     )
     g.addoption(
         "--reports-dir",
         help="where the report is rendered (default: reports/ with the default --results-dir, else "
         "RESULTS_DIR/reports)",
     )
-    g.addoption("--cache-dir", default=".cache/yolo26-bench", help="export and checkpoint cache")
+    g.addoption(
+        "--cache-dir",
+        default=locations.cache_dir(),
+        help=f"export and checkpoint cache (default ${locations.CACHE_DIR_ENV}, else {locations.CACHE_DIR})",
+    )
     g.addoption("--weights-dir", help="directory holding yolo26{size}[-task].pt; default: seeded random init")
     g.addoption(
         "--allow-unsafe-weights",

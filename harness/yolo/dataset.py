@@ -24,13 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core import locations
+
 log = logging.getLogger(__name__)
 
 GENERATOR_VERSION = 1
 CLASSES = ("circle", "ring", "square", "triangle", "cross")
 SPLITS = ("train", "val", "calib")
 SPLIT_INDEX = {s: i for i, s in enumerate(SPLITS)}
-DEFAULT_ROOT = Path(".cache/yolo26-bench/dataset")
+#: the dataset folder under the default cache directory (harness.core.locations)
+DATASET_FOLDER = "dataset"
 # image sizes (width, height): several aspect ratios, so letterboxing pads in both directions
 IMAGE_SIZES = ((640, 480), (512, 512), (480, 640), (640, 384))
 # saturated colours (BGR); a colour too close to the background under an object is not used for it
@@ -83,8 +86,9 @@ class Obj:
 
 
 def default_root() -> Path:
-    """Where the dataset lives unless told otherwise: under the harness's default cache dir."""
-    return DEFAULT_ROOT
+    """Where the dataset lives unless told otherwise: under the harness's default cache dir
+    (harness.core.locations)."""
+    return Path(locations.cache_dir()) / DATASET_FOLDER
 
 
 # ---- drawing -------------------------------------------------------------------------------------------------
