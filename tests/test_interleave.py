@@ -225,3 +225,46 @@ def test_episodes_sample_the_machine_states_between_them():
     assert min(spread) < 2.6 < max(spread), spread  # both states
     first = res.episodes[0]["trials"]
     assert median(spread[:first]) < 2.6 < median(spread[first:])
+
+
+def _slow_workload(clock: FakeClock, base_ms: float = 400.0) -> list[Contestant]:
+    """Two runners whose one round takes `base_ms` (one round a block: a trial costs 2 x base_ms), jittered so
+    their intervals never get narrow."""
+    return [
+        Contestant("a", sleeper(clock, base_ms, jitter=0.3, seed=1), base_ms),
+        Contestant("b", sleeper(clock, base_ms * 1.5, jitter=0.3, seed=2), base_ms * 1.5),
+    ]
+
+
+def test_a_slow_workload_stops_at_the_cap_with_the_cap_floor_not_min_trials():
+    # a trial costs 1 s; the cap is 2 s (1 s x 2 runners): 20 trials would take 20 s, the cap's floor 8 takes 8
+    policy = RoundsPolicy(block_s=0.1, max_time_s=1.0, min_rounds=8, min_trials=20, min_trials_at_cap=8)
+    clock = FakeClock()
+    res = run_interleaved(_slow_workload(clock), policy, reference="a", clock=clock)
+    assert res.trials == 8 and "at 8 trials, the fewest the cap takes" in res.stop
+    # without the cap's floor the same workload runs the 20 trials, whatever the cap
+    clock = FakeClock()
+    old = RoundsPolicy(block_s=0.1, max_time_s=1.0, min_rounds=8, min_trials=20)
+    res = run_interleaved(_slow_workload(clock), old, reference="a", clock=clock)
+    assert res.trials == 20 and res.stop.startswith("time cap reached") and "fewest" not in res.stop
+
+
+def test_below_min_trials_only_the_cap_ends_it_tight_intervals_do_not():
+    # constant calls: the intervals are tight at once; below min_trials they do not end the timing, and the cap
+    # (far away here) is not reached: all 12 trials run
+    clock = FakeClock()
+    steady = [Contestant("a", sleeper(clock, 1.0), 1.0), Contestant("b", sleeper(clock, 2.0), 2.0)]
+    policy = RoundsPolicy(block_s=0.002, max_time_s=60.0, min_rounds=4, min_trials=12, min_trials_at_cap=4)
+    res = run_interleaved(steady, policy, reference="a", clock=clock)
+    assert res.trials == 12 and res.stop.startswith("every p50 interval within")
+
+
+def test_the_cap_floor_is_shared_over_episodes():
+    # three episodes: each ends at its share of the cap once it has its share of the cap's floor
+    policy = RoundsPolicy(block_s=0.1, max_time_s=1.5, min_rounds=9, min_trials=21, min_trials_at_cap=9)
+    clock = FakeClock()
+    calls, res = _slow_workload(clock), None
+    for k in (1, 2, 3):
+        res = run_interleaved(calls, policy, reference="a", previous=res, episode=(k, 3), clock=clock)
+    assert [e["trials"] for e in res.episodes] == [3, 3, 3]
+    assert res.trials == 9 < 21 and "the fewest the cap takes" in res.stop

@@ -36,6 +36,9 @@ class RunConfig:
     #: trials at least (each backend's block in each): the paired ratios of yolo26m-x at 640, whose trials are one
     #: round each, moved by up to 6.5% between two default runs with 12-13 trials
     min_trials: int = 20
+    #: ... except at the time cap, where this many suffice: a workload whose trial takes seconds (yolo26x at 640 on
+    #: 2 cores: 2 s) would otherwise spend several times its cap on the 20 (harness.measure.interleave)
+    min_trials_at_cap: int = 10
     ci_target: float = 0.02
     #: ... and every paired ratio's interval within +-ratio_target (harness.measure.interleave)
     ratio_target: float = 0.02
@@ -94,6 +97,7 @@ class RunConfig:
         return RoundsPolicy(
             min_rounds=self.min_rounds,
             min_trials=self.min_trials,
+            min_trials_at_cap=self.min_trials_at_cap,
             ci_target=self.ci_target,
             ratio_target=self.ratio_target,
             max_time_s=self.max_time_s,

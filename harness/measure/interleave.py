@@ -12,8 +12,9 @@ trials.
 
 Rounds suffice when every runner's p50 interval is within +-`ci_target` of its p50 and every runner's paired ratio
 to the reference (when one is named) has its interval within +-`ratio_target` of the ratio, after at least
-`min_rounds` rounds and `min_trials` trials; a time cap (`max_time_s` per runner) ends the timing otherwise, and the
-record says which rule ended it. With `fixed_rounds` each runner times exactly that many rounds. The harness owns the clock:
+`min_rounds` rounds and `min_trials` trials; a time cap (`max_time_s` per runner) ends the timing otherwise, after
+`min_trials_at_cap` trials where that is fewer (a workload whose one trial takes seconds), and the record says which
+rule ended it. With `fixed_rounds` each runner times exactly that many rounds. The harness owns the clock:
 `perf_counter_ns` around the runner's call plus its synchronize, as in the single-cell loop. Before a block that
 follows another runner's (or the drift canary's), the harness waits until the threads the last one left spinning
 have gone idle (harness.measure.quiesce), so that no runner's first rounds pay for its predecessor.
@@ -54,6 +55,10 @@ class RoundsPolicy:
     block_s: float = 0.1
     #: trials at least (a paired interval needs 6 for 95% coverage; 10 give it a useful width)
     min_trials: int = 10
+    #: trials at least once the time cap is reached: a workload whose trials are slow (one round of each runner
+    #: taking seconds) stops at the cap with this many, rather than running `min_trials` at any cost; None: the cap
+    #: waits for `min_trials` too. Where the intervals are tight, `min_trials` still applies.
+    min_trials_at_cap: int | None = None
     max_rounds: int = 10_000
     #: exactly this many rounds per runner (--rounds); None: adaptive
     fixed_rounds: int | None = None
@@ -207,7 +212,15 @@ def _stop_reason(
         return f"--rounds {p.fixed_rounds} reached" if min(counts) >= p.fixed_rounds else None
     if max(counts) >= p.max_rounds:
         return f"{p.max_rounds} rounds reached"
-    if min(counts) < p.min_rounds or trials < p.min_trials:
+    floor_at_cap = p.min_trials if p.min_trials_at_cap is None else min(p.min_trials, p.min_trials_at_cap)
+    if min(counts) < p.min_rounds or trials < floor_at_cap:
+        return None
+    if trials < p.min_trials:  # only the time cap may end it now, at its own floor
+        if elapsed_s >= cap_s:
+            return (
+                f"time cap reached ({cap_s:.1f} s: {p.max_time_s:g} s x {len(alive)} runners) at {trials} trials, "
+                f"the fewest the cap takes (a slow workload: {p.min_trials} would take longer)"
+            )
         return None
     paired = reference is not None and reference.alive and len(alive) > 1
     if all(_converged(t, p.ci_target) for t in alive) and (
@@ -283,9 +296,12 @@ def run_interleaved(
         p,
         min_rounds=math.ceil(p.min_rounds * share),
         min_trials=math.ceil(p.min_trials * share),
+        min_trials_at_cap=None if p.min_trials_at_cap is None else math.ceil(p.min_trials_at_cap * share),
         max_time_s=p.max_time_s * share,
     )
-    own_trials = math.ceil(p.min_trials / n_episodes)
+    own_trials = math.ceil(
+        (p.min_trials if p.min_trials_at_cap is None else min(p.min_trials, p.min_trials_at_cap)) / n_episodes
+    )
     by_key = {c.key: c for c in contestants}
     cap_s = judged.max_time_s * max(1, len(contestants))
     idle = idle or (lambda: wait_idle(p.quiesce))

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# A newcomer's main job, cold: clone the repository into a temporary directory, install it as the README says,
+# run the README's main command there, and print its wall time, its first remaining-time estimate and their ratio.
+#   bash benchmarks/cold_default.sh [--rev REV] [--keep DIR] [--pip-args '...'] [extra suite options]
+# --rev: the commit to clone (default HEAD of this checkout); --keep: copy the run's results directory, its log,
+# timeline.json and report/decision.json there; --pip-args: added to the pip install (a CPU-only index, say).
+# Target: the main job within 15 minutes on a 2-core machine, its first estimate within 1.3x of its wall time
+# either way. Nothing is reused: a fresh clone, a fresh virtual environment, no export cache, no history.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+rev=HEAD
+keep=""
+pip_args=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rev) rev=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
+    --pip-args) pip_args=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+commit=$(git -C "$here" rev-parse "$rev")
+work=$(mktemp -d /tmp/yolo26-cold-XXXX)
+trap 'rm -rf "$work"' EXIT
+git clone -q "$here" "$work/repo"
+git -C "$work/repo" checkout -q "$commit"
+cd "$work/repo"
+now() { date +%s.%N; }
+t0=$(now)
+# shellcheck disable=SC2086
+python3 -m venv .venv && .venv/bin/pip install -q $pip_args -e '.[cpu,test]' > "$work/install.log" 2>&1
+t1=$(now)
+set +e
+/usr/bin/time -f "%e s wall, %U s user, %S s sys" .venv/bin/pytest suites/ --benchmark-only "$@" > "$work/run.log" 2>&1
+rc=$?
+set -e
+t2=$(now)
+run_dir=$(ls -dt results/*/ 2>/dev/null | grep -v samples | head -1)
+.venv/bin/python - "$commit" "$t0" "$t1" "$t2" "$rc" "$run_dir" "$work/run.log" <<'PYEOF'
+import json
+import re
+import sys
+from pathlib import Path
+
+commit, t0, t1, t2, rc, run_dir, log = sys.argv[1:8]
+install, wall = float(t1) - float(t0), float(t2) - float(t1)
+text = Path(log).read_text(errors="replace")
+first = re.search(r"estimate: about (.+?) left \(", text)
+timeline = Path(run_dir) / "timeline.json" if run_dir else None
+est = None
+if timeline and timeline.is_file():
+    est = json.loads(timeline.read_text()).get("estimate_at_start_s")
+cpu = next((l for l in text.splitlines()[::-1] if l.endswith(" s sys")), "")
+env = json.loads((Path(run_dir) / "env.json").read_text()) if run_dir else {}
+host = (env.get("host") or {}).get("cpu_model")
+print(f"commit {commit[:12]} on {host!r}: exit {rc}")
+print(f"install: {install:.1f} s")
+print(f"main job: {wall:.1f} s wall ({wall / 60:.1f} min; {cpu})")
+if est:
+    ratio = est / wall
+    print(f"first estimate: {est:.1f} s ({first.group(1) if first else '?'}); estimate / wall = {ratio:.2f}")
+else:
+    print("first estimate: not found (no timeline.json)")
+PYEOF
+if [ -n "$keep" ]; then
+  mkdir -p "$keep"
+  cp "$work/run.log" "$work/install.log" "$keep/"
+  [ -n "$run_dir" ] && cp -r "$run_dir" "$keep/run"
+  [ -f reports/latest/decision.json ] && cp reports/latest/decision.json "$keep/"
+  echo "kept: $keep"
+fi
+exit "$rc"
