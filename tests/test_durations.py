@@ -1,4 +1,5 @@
-"""Each cell's expected seconds and its source (harness.plan.durations), from fake (synthetic) records."""
+"""Each cell's expected seconds and its source (harness.plan.price over harness.plan.durations' history), from fake
+(synthetic) records; and the `durations` command."""
 
 from __future__ import annotations
 
@@ -7,13 +8,29 @@ import os
 
 import pytest
 
+from harness.core.axes import GFLOPS_640, Shape
+from harness.core.cell import Cell
 from harness.history import synthetic
-from harness.plan.durations import WORK_EXPONENT, estimate_cells, history_from_runs
+from harness.plan import price
+from harness.plan.durations import history_from_runs
 from harness.pytest_plugin import durations_file
 
 N640 = synthetic.cell("onnxruntime", size="n", device="cpu", height=640)
 S640 = synthetic.cell("onnxruntime", size="s", device="cpu", height=640)
 OV = synthetic.cell("openvino", size="s", device="cpu", height=640)
+EXPONENTS = {"export": 0.3, "load": 0.5, "timing": 0.0, "stages": 0.5}
+
+
+def table() -> price.Table:
+    default = price.Entry("family default other", Cell("n", "detect", "e2e", "(other)", "", Shape(640, 640)),
+                          {"export": 4.0, "probe": 2.0, "load": 1.0, "timing": 3.0, "stages": 4.0}, None)  # fmt: skip
+    return price.Table(families={"other": default}, exponents=EXPONENTS, cache_hit_s=2.0)
+
+
+def costs_of(cells, hist, **kw) -> dict[str, price.CellCost]:
+    prices = price.price_cells(cells, price.Known(table(), history=hist, cached=frozenset(kw.pop("cached", ()))),
+                               **kw)  # fmt: skip
+    return price.cell_costs(prices, 0.5)
 
 
 def rec(c, *, status="ok", export_s=10.0, p50=5.0, at="2026-12-01T01:00:00+00:00", duration_s=40.0) -> dict:
@@ -32,22 +49,26 @@ def night(run_id: str, at: str, records: list[dict], selected: list[str] | None 
 
 
 def test_history_cost_is_the_records_parts_scaled_to_the_runs_wall():
-    # two cells of 10 s of export each, a run of 40 s: each costs 20 s; a cached export drops its share
+    # two cells of 10 s of export each (5 s each at the export share 0.5), a run of 40 s: each costs 20 s
     hist = history_from_runs([night("n1", "2026-12-01", [rec(N640), rec(OV)])])
-    costs = estimate_cells([N640, OV], hist, cached=[OV.id])
+    assert hist.measured[N640.id].seconds == pytest.approx(20.0)
+    costs = costs_of([N640, OV], hist, cached=[OV.id])
     assert costs[N640.id].source == "history" and costs[N640.id].seconds == pytest.approx(20.0)
-    assert costs[OV.id].seconds == pytest.approx(2.0)  # the cached-prep default, not the 20 s export share
+    # a cached export now: the table's cache-hit cost (2 s at the share), not the 20 s export share
+    assert costs[OV.id].source == "history" and costs[OV.id].seconds == pytest.approx(1.0)
 
 
 def test_nearest_cell_of_the_same_backend_and_device_scaled_by_work():
     hist = history_from_runs([night("n1", "2026-12-01", [rec(N640)], None)])
-    costs = estimate_cells([S640, OV], hist)
+    costs = costs_of([S640, OV], hist)
     assert costs[S640.id].source == "nearest"
-    assert costs[S640.id].seconds == pytest.approx(40.0 * (20.7 / 5.4) ** WORK_EXPONENT)
-    # the other way: no measured cell of openvino on cpu, so the defaults
-    assert costs[OV.id].source == "default" and costs[OV.id].seconds > 0
+    # N640: 10 s of export in a 40 s run: its export part 80 s (40 s at the share); S640's by the model's work
+    model = GFLOPS_640["s"] / GFLOPS_640["n"]
+    assert costs[S640.id].seconds == pytest.approx(40.0 * model ** EXPONENTS["export"])
+    # the other way: no measured cell of openvino on cpu, so the plan's table
+    assert costs[OV.id].source == "plan" and costs[OV.id].seconds > 0
     # and a skip here costs nothing, whatever is known
-    assert estimate_cells([N640], hist, skips=[N640.id])[N640.id].seconds == 0.0
+    assert costs_of([N640], hist, skips=[N640.id])[N640.id].seconds == 0.0
 
 
 def test_regressed_failed_and_missing_from_the_history():
@@ -120,7 +141,7 @@ def test_durations_replaces_an_existing_file_whole(tmp_path, monkeypatch, capsys
     monkeypatch.setattr(
         durations_file,
         "durations",
-        lambda *a: ({"suites/test_matrix.py::test_cell[c]": 12.5}, {"default": 1}),
+        lambda *a: ({"suites/test_matrix.py::test_cell[c]": 12.5}, {"plan": 1}),
     )
     out = tmp_path / "durations.json"
     out.write_text("old\n")

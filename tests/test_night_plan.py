@@ -17,7 +17,7 @@ from harness.plan.budget import (
     parse_budget,
     plan_night,
 )
-from harness.plan.durations import CellCost
+from harness.plan.price import CellCost
 
 
 def costs_of(seconds: dict[str, float]) -> dict[str, CellCost]:

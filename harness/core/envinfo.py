@@ -107,6 +107,9 @@ class MachineFacts:
     cuda: dict | None = None
     #: env.json's `threads`: the run's CPU thread budget, who chose it, the machine's CPUs (harness.threads.info)
     threads: dict | None = None
+    #: env.json's `machine_speed`: the machine's speed at the run's start (harness.measure.machine_speed), which
+    #: the estimate scales the plan's prices by; None: left out
+    machine_speed: dict | None = None
 
 
 def collect(run_id: str, started_at: str | None = None, *, facts: MachineFacts) -> dict:
@@ -141,6 +144,8 @@ def collect(run_id: str, started_at: str | None = None, *, facts: MachineFacts) 
     # GPU name, compute capability, driver, CUDA, cuDNN, TensorRT versions, clocks at start
     if facts.gpus and facts.gpu_env is not None:
         env["gpu_env"] = facts.gpu_env
+    if facts.machine_speed is not None:
+        env["machine_speed"] = facts.machine_speed
     return env
 
 

@@ -11,12 +11,15 @@ from harness import threads as thread_budget
 from harness.core.envinfo import MachineFacts
 
 
-def facts(threads: int | None = None, threads_source: str | None = None) -> MachineFacts:
+def facts(threads: int | None = None, threads_source: str | None = None, speed: bool = True) -> MachineFacts:
     """This machine's physical cores, RAM, NVML GPUs (with `gpu_env` when there are any, its `idle_baseline` read
     here, harness.measure.energy.take_run_baseline) and torch's CUDA, and the
     run's thread budget: `threads`, chosen by `threads_source` ("--threads", or "physical cores (default)"), both
-    by default this process's budget (harness.threads.info)."""
+    by default this process's budget (harness.threads.info); with `speed`, the machine's speed now at that budget
+    (harness.measure.machine_speed: well under a second)."""
     import psutil
+
+    from harness.measure import machine_speed
 
     gpus, gpu_reason = gpu_info()
     gpu_env = None
@@ -35,6 +38,7 @@ def facts(threads: int | None = None, threads_source: str | None = None) -> Mach
         gpu_env=gpu_env,
         cuda=torch_cuda(),
         threads=thread_budget.info(threads, threads_source),
+        machine_speed=machine_speed.measure(threads or thread_budget.budget()) if speed else None,
     )
 
 

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harness.core.axes import SelectionError
-from harness.plan.durations import CellCost
 from harness.plan.estimate import fmt_duration
+from harness.plan.price import CellCost
 
 PRIORITY = ("regressed", "failed", "missing")
 GROUP_PRIORITY = "regressed, failed or missing"

@@ -3,9 +3,9 @@
 pytest-split (`--splits N --group K --splitting-algorithm least_duration --durations-path FILE`) balances its
 shards by the seconds this file gives each test. Its own `--store-durations` records each test's wall time, which
 here says little (the first test of a run holds the whole export phase; a workload's timing phase lands on one
-test), so the file is written from harness.plan.durations instead: every cell of the profile with its expected
-seconds, whatever their source (history, export cache, nearest cell, defaults); a skip here 0. The shards then
-hold equal expected time, not equal counts.
+test), so the file is written from the one estimator (harness.plan.price) instead: every cell of the profile with its
+expected seconds, whatever their source (recorded timelines, history, export cache, nearest cell, the plan's
+table scaled to this machine's speed); a skip here 0. The shards then hold equal expected time, not equal counts.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ NODE = "suites/test_matrix.py::test_cell[{}]"
 
 
 def durations(
-    profile: str, db: Path, cache_dir: Path | None, scenarios: str
+    profile: str, db: Path, cache_dir: Path | None, scenarios: str, results_dir: Path | None = None
 ) -> tuple[dict[str, float], dict]:
     """Node id -> expected seconds for every cell of `profile`; and how many estimates came from each source."""
     planned = build(profile, Selection())
-    _, costs, _ = estimate_planned(planned, db, cache_dir, scenarios)
+    _, costs, _ = estimate_planned(planned, db, cache_dir, scenarios, results_dir=results_dir)
     sources: dict[str, int] = {}
     for c in costs.values():
         sources[c.source] = sources.get(c.source, 0) + 1
@@ -74,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
             raise SelectionError(f"--profile: unknown {args.profile!r}; valid: {', '.join(profile_names())}")
         scenario_mode(lambda name: args.scenarios if name == "scenarios" else None, args.profile)
         table, sources = durations(
-            args.profile, args.db or default_db_path(args.results_dir), args.cache_dir, args.scenarios
+            args.profile,
+            args.db or default_db_path(args.results_dir),
+            args.cache_dir,
+            args.scenarios,
+            args.results_dir,
         )
     except SelectionError as e:
         print(f"{parser.prog}: error: {printable(str(e))}", file=sys.stderr)

@@ -15,10 +15,12 @@ import sqlite3
 import time
 from pathlib import Path
 
+from harness import threads as thread_budget
 from harness.core.envinfo import LIBRARIES
 from harness.core.version import library_version
+from harness.execute.workload import workload_label
 from harness.history.store import default_db_path
-from harness.plan import changes, durations
+from harness.plan import changes, durations, price
 from harness.plan.budget import NightPlan, plan_night
 from harness.plan.matrix import PlannedCell
 from harness.pytest_plugin.eta import planned_scenario_cells
@@ -54,9 +56,14 @@ def estimate_planned(
     cache_dir: Path | None,
     scenarios: str,
     reasons: dict[str, str | None] | None = None,
-) -> tuple[durations.History, dict[str, durations.CellCost], set[str]]:
-    """The history of `db`, each planned cell's cost, and the cells that are a skip here (priced at nothing);
-    each cell's skip reason (None: it runs here) is put in `reasons` when given."""
+    *,
+    results_dir: Path | None = None,
+    speed: dict | None = None,
+) -> tuple[durations.History, dict[str, price.CellCost], set[str]]:
+    """The history of `db`, each planned cell's cost (harness.plan.price: the timelines of `results_dir`, the
+    history, the export cache, the plan's table scaled by this machine's `speed`, measured here when not given; the
+    export and probe at 1 / physical cores, the export workers' default), and the cells that are a skip here
+    (priced at nothing); each cell's skip reason (None: it runs here) is put in `reasons` when given."""
     hist = durations.read_history(db)
     probes: dict[tuple[str, str], str | None] = {}
     reasons = {} if reasons is None else reasons
@@ -65,8 +72,20 @@ def estimate_planned(
     skips = {p.cell.id for p in planned if reasons[p.cell.id]}
     cells = [p.cell for p in planned]
     scen = planned_scenario_cells(scenarios, cells, lambda c: c.id in skips)
-    costs = durations.estimate_cells(cells, hist, cache_dir=cache_dir, skips=skips, scenario_cells=scen)
-    return hist, costs, skips
+    if speed is None:
+        from harness.measure import machine_speed
+
+        speed = machine_speed.measure(thread_budget.budget())
+    known = price.Known(
+        price.Table.read(),
+        speed=speed,
+        recorded=durations.read_recorded(results_dir) if results_dir is not None else durations.Recorded(),
+        history=hist,
+        cached=frozenset(durations.cached_cells(cache_dir)),
+    )
+    prices = price.price_cells(cells, known, skips=skips, scenario_cells=scen, label_of=workload_label)
+    share = price.export_share(thread_budget.physical_cores(), known.recorded)
+    return hist, price.cell_costs(prices, share), skips
 
 
 def make_plan(
@@ -84,9 +103,9 @@ def make_plan(
     cell's skip reason here is put in `reasons` when given (for the --collect-only preview)."""
     t0 = time.perf_counter()
     db = default_db_path(results_dir)
-    hist, costs, skips = estimate_planned(planned, db, cache_dir, scenarios, reasons)
+    hist, costs, skips = estimate_planned(planned, db, cache_dir, scenarios, reasons, results_dir=results_dir)
     for cid in done & costs.keys():  # recorded before this session (--resume): skipped at once
-        costs[cid] = durations.CellCost(0.0, "skip", "already recorded in this run (--resume)")
+        costs[cid] = price.CellCost(0.0, "skip", "already recorded in this run (--resume)")
         skips.add(cid)
     cells = [p.cell for p in planned]
     ids = [c.id for c in cells]
