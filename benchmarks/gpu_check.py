@@ -335,6 +335,11 @@ def energy_check(tracker, work, sync, seconds: float = 1.0) -> Row:
     device. The figure must be positive, count every call and cover the whole window."""
     row = Row("self: energy counter", "ok")
     tracker.start()
+    wrap = getattr(tracker, "wrap", None)
+    if wrap is not None:  # the round's call, which the difference windows repeat after the timed rounds
+        from harness.measure.timing import TimedCall
+
+        wrap(TimedCall(work, sync))
     tracker.start_timed()
     tracker.resume()
     n = 0
@@ -359,6 +364,13 @@ def energy_check(tracker, work, sync, seconds: float = 1.0) -> Row:
     row.note = f"{e.per_inference_j * 1000:.2f} mJ/call over {window:.2f} s, {e.inferences} calls"
     ok = e.per_inference_j > 0 and e.inferences == n and window >= seconds
     row.checks.append(f"{'ok' if ok else 'VIOLATED'}: energy > 0 over the whole window")
+    diff = getattr(e, "diff", None)
+    if diff:  # the difference of two windows: no more than the gross figure, which also counts the idle power
+        held = 0 < diff["per_inference_j"] <= e.per_inference_j
+        row.note += f"; by two windows {diff['per_inference_j'] * 1000:.2f} mJ/call (besides {diff['besides_w']:.0f} W)"
+        row.checks.append(f"{'ok' if held else 'VIOLATED'}: 0 < two-window energy <= gross")
+    elif rec.null_reasons.get("energy.diff_per_inference_j"):
+        row.note += f"; two windows: null ({rec.null_reasons['energy.diff_per_inference_j']})"
     return row
 
 
@@ -496,14 +508,24 @@ def run_cells(
     return rows
 
 
-def executorch_cuda_exports(runner, cell, budget_s: float = 1800.0) -> list[Row]:
+#: the share of the ExecuTorch budget the full export may take before the backbone-only export (which reuses the
+#: kernels it autotuned, through the one Inductor cache, so it needs less)
+FULL_EXPORT_SHARE = 0.6
+
+
+def executorch_cuda_exports(
+    runner, cell, budget_s: float = 1800.0, records: list | None = None, run_id: str | None = None
+) -> list[Row]:
     """ExecuTorch CUDA full and backbone-only, exported in isolated processes (an export is the finding here),
-    within `budget_s` together: each export gets what is left of it (a timed-out export's row names the last phase
-    it reached). Both run with one Inductor cache folder ($TORCHINDUCTOR_CACHE_DIR), so the backbone-only export
-    reuses the kernels the full one autotuned."""
+    within `budget_s` together: the full export at most FULL_EXPORT_SHARE of it, the backbone-only one what is
+    left (a timed-out export's row names the last phase it reached). Both run with one Inductor cache folder ($TORCHINDUCTOR_CACHE_DIR), so the backbone-only export
+    reuses the kernels the full one autotuned. Each export that ran is also a record (`exported` or its failure
+    status, with the failure's class and operators: harness.execute.export_records), appended to `records`, the
+    backbone-only one a remedy attempt of the full cell."""
     from harness import backends
     from harness.backends.base import ExportRequest
     from harness.backends.executorch_cuda import REMEDY_BACKBONE_ONLY
+    from harness.execute.export_records import export_record, skipped_record
     from harness.execute.isolate import run_export
 
     backend = backends.get(cell.backend)
@@ -514,33 +536,70 @@ def executorch_cuda_exports(runner, cell, budget_s: float = 1800.0) -> list[Row]
         name = cell.id + (f" [{remedy}]" if remedy else " [full]")
         if reason:
             rows.append(Row(name, "skipped", note=reason))
+            if records is not None:
+                records.append(
+                    skipped_record(
+                        cell,
+                        reason,
+                        run_id or runner.config.run_id,
+                        "not built: the export could not run here",
+                        remedy=remedy,
+                        remedy_of=cell.id if remedy else None,
+                    )
+                )
             continue
         left = t_end - time.monotonic()
         if left < 30:
             rows.append(Row(name, "not run", note=f"{max(0.0, left):.0f} s of the ExecuTorch budget left"))
             continue
+        if remedy is None:
+            # the full export may not take the backbone-only one's share: an export that never finishes (over
+            # 250 s on the H100 before the compile options) would leave the remedy, the claim's other half, unrun
+            left = max(30.0, left * FULL_EXPORT_SHARE)
         mat = runner.materialize(cell)
         out_dir = runner.config.cache_dir / "gpu-check-exports" / (cell.id + ("-" + remedy if remedy else ""))
         req = ExportRequest.for_cell(cell, mat.checkpoint, out_dir, {"remedy": remedy} if remedy else {})
-        outcome = run_export(req, runner.config.run_dir / "logs" / f"{cell.id}-{remedy or 'full'}.log", left)
+        log = runner.config.run_dir / "logs" / f"{cell.id}-{remedy or 'full'}.log"
+        outcome = run_export(req, log, left)
         status = "exported" if outcome.status == "ok" else outcome.status
         note = (outcome.message or "").splitlines()[0][:400] if outcome.message else ""
+        not_run = backend.export_only_reason(cell) if outcome.status == "ok" else None
         if outcome.status == "ok":
             info = outcome.info
             phases = ", ".join(f"{k.split(' ')[0]} {v:.1f}s" for k, v in (info.get("phase_s") or {}).items())
+            options = (info.get("compile_options") or {}).get("overrides")
             note = (
                 f"export {outcome.export_s:.1f}s ({phases}); max_autotune {info.get('max_autotune')}; "
-                f"ops {info.get('ops')}"
+                f"options {options}; ops {info.get('ops')}"
             )
-            not_run = backend.export_only_reason(cell)
             if not_run:
                 note += f"; not run: {not_run}"
         rows.append(Row(name, status, note=note))
+        if records is not None:
+            rel = (
+                str(log.relative_to(runner.config.run_dir))
+                if log.is_relative_to(runner.config.run_dir)
+                else str(log)
+            )
+            records.append(
+                export_record(
+                    cell,
+                    outcome,
+                    run_id or runner.config.run_id,
+                    mat.weights,
+                    remedy=remedy,
+                    remedy_of=cell.id if remedy else None,
+                    log_rel=rel,
+                    not_run=not_run,
+                )
+            )
     return rows
 
 
 def executorch_only(args) -> int:
-    """The ExecuTorch CUDA exports alone (benchmarks/gpu_once.sh's last step): rows in gpu_check.json.
+    """The ExecuTorch CUDA exports alone (benchmarks/gpu_once.sh's last step): rows in gpu_check.json, and each
+    export's record appended to --records (a run's cells.jsonl, with --run-id that run's id), or, without it,
+    written as a run of its own under --out (cells.jsonl and env.json), for the report and its claims check.
     Exit status: 0 every export ran (exported or failed: either is the finding); 3 one was skipped here."""
     from harness.execute.runner import CellRunner, RunConfig
 
@@ -548,26 +607,50 @@ def executorch_only(args) -> int:
     if missing:
         print(f"gpu_check: cannot run the exports: missing {', '.join(missing)}")
         return 3
+    run_id = args.run_id or f"gpu-check-executorch-{time.strftime('%Y%m%dT%H%M%S')}"
     runner = CellRunner(
-        RunConfig(
-            run_id=f"gpu-check-executorch-{time.strftime('%Y%m%dT%H%M%S')}",
-            results_dir=args.out,
-            cache_dir=args.out / "cache",
-        ),
+        RunConfig(run_id=run_id, results_dir=args.out, cache_dir=args.out / "cache"),
         progress=lambda m: print(f"  {m}", flush=True),
     )
     # one Inductor cache for both exports: the backbone-only export reuses what the full one autotuned
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(args.out / "inductor-cache"))
     print(f"  Inductor cache: {os.environ['TORCHINDUCTOR_CACHE_DIR']}", flush=True)
     rows: list[Row] = []
+    records: list = []
     t_end = time.monotonic() + args.budget_s
     for cell in cell_plan([s for s in args.sizes.split(",") if s], args.shape):
         if cell.backend == "executorch-cuda":
-            rows += executorch_cuda_exports(runner, cell, max(0.0, t_end - time.monotonic()))
+            rows += executorch_cuda_exports(runner, cell, max(0.0, t_end - time.monotonic()), records, run_id)
     print_table(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu_check.json").write_text(json.dumps({"rows": [asdict(r) for r in rows]}, indent=2))
+    if records:
+        write_export_records(records, args.records, runner.config.run_dir, run_id)
     return 3 if any(r.status == "skipped" for r in rows) else 0
+
+
+def write_export_records(records: list, into: Path | None, run_dir: Path, run_id: str) -> Path:
+    """Append the export records to `into` (another run's cells.jsonl), else write them as the run `run_dir`
+    (cells.jsonl and env.json: the machine they were exported on)."""
+    from harness.core.record_codec import record_to_json
+    from harness.core.results_dir import RecordWriter
+
+    if into is not None:
+        into.parent.mkdir(parents=True, exist_ok=True)
+        with open(into, "a") as f:
+            for rec in records:
+                f.write(record_to_json(rec) + "\n")
+        print(f"  {len(records)} export records appended to {into}", flush=True)
+        return into
+    from harness.core import envinfo
+    from harness.measure import machine
+
+    writer = RecordWriter(run_dir)
+    for rec in records:
+        writer.write(rec)
+    envinfo.write(run_dir, envinfo.collect(run_id, facts=machine.facts(speed=False, peaks=False)))
+    print(f"  {len(records)} export records written to {run_dir}", flush=True)
+    return run_dir / "cells.jsonl"
 
 
 def default_out() -> Path:
@@ -611,6 +694,14 @@ def main(argv: list[str] | None = None) -> int:
         help="only the ExecuTorch CUDA exports (full and backbone-only) of --sizes at --shape, as isolated "
         "exports; no self-check (runs without a GPU too: each export is then a skip with its reason)",
     )
+    ap.add_argument(
+        "--records",
+        type=Path,
+        default=None,
+        help="with --executorch-only: append each export's record to this cells.jsonl (a run's, with --run-id); "
+        "default: a run of its own under --out",
+    )
+    ap.add_argument("--run-id", default=None, help="with --executorch-only: the run id of the export records")
     ap.add_argument(
         "--budget-s",
         type=float,

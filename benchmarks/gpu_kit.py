@@ -4,6 +4,7 @@
     python benchmarks/gpu_kit.py table CELLS.jsonl [...]                # the end-of-call table
     python benchmarks/gpu_kit.py pack-logs WORK OUT/logs.tar.gz [--records CELLS.jsonl ...] [--limit-mib 15]
     python benchmarks/gpu_kit.py sizes OUT                              # each returned file's size, and the limits
+    python benchmarks/gpu_kit.py plan [ort|torch|aoti|executorch|all] [--json]   # the device commands of each plan
 
 What comes back from the device machine is at most 8 files of at most 16 MiB each (the first GPU run's log archive
 was over that and never came back). `pack-logs` keeps the log of every cell that did not end ok whole and trims the
@@ -16,12 +17,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata
+import importlib.util
 import io
 import json
 import re
 import sys
 import tarfile
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
 
 MiB = 2**20
 #: what the device tool returns at most
@@ -197,6 +201,167 @@ def check_sizes(out: Path) -> int:
     return 1 if bad else 0
 
 
+# -- the plans: which device commands a 15-minute session runs -------------------------------------------------------
+#: a session's device time, a cold start, and one command's limit (/work/.library/device/README.md)
+SESSION_MIN, COLD_START_MIN, COMMAND_MIN = 15.0, 1.5, 10.0
+#: what one command carries at most: the working tree that travels and the carried paths
+CARRY_LIMIT = 64 * MiB
+#: a command that only receives a part: the transfer (the tree and a part, about 64 MiB) and the check; an
+#: estimate until the first GPU session measures it (the reply's wall_s against the lease's held_s)
+PART_MIN = 0.5
+ORT_PARTS = ".parts/onnxruntime_gpu-1.31.1"
+RECEIVE = f"python3 scripts/wheel_parts.py receive {ORT_PARTS}"
+KIT = [".whl", "KIT_COMMIT"]
+ONCE = "benchmarks/gpu_once.sh $OUT --wheels .whl --inductor-cache .kit/inductor-cache"
+#: what each plan covers, in the order sessions should take them: the seed claims (the project's subject) first
+PLANS = {
+    "executorch": "the ExecuTorch CUDA exports, full and backbone-only, with the compile options (call 4): the "
+    "seed claims' verdicts (index_put, topk, the full model, the backbone-only remedy)",
+    "aoti": "AOTInductor on CUDA past the loader's crash (call 2 without ExecuTorch: the rungs "
+    "aoti-preload-libstdcxx, then aoti-shared-libstdcxx; aoti-cudagraph; the dynamic-shape probe, whose guard is "
+    "the seeds' dynamic-shape claim), then the upstream reproducer (benchmarks/aoti_libstdcxx_repro.py)",
+    "ort": "ONNX Runtime's CUDA provider (call 3: yolo26n/s at 640, fp32/fp16, batch 1/16, scenarios and the "
+    "camera search on yolo26n); onnxruntime-gpu travels in parts, one per command, the kit with the last",
+    "torch": "the torch backends (call 1: yolo26n and yolo26s at 640, fp32/fp16, batch 1/16: eager, CUDA graph, "
+    "torch.compile, max-autotune; scenarios and the camera search on yolo26n, both mechanisms), then the energy "
+    "order check by three methods (benchmarks/gpu_order_host_bound.py)",
+}
+
+
+def _wheel_parts():
+    spec = importlib.util.spec_from_file_location("wheel_parts", REPO / "scripts" / "wheel_parts.py")
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def pinned_bytes(wheels_txt: Path) -> int:
+    """The bytes of the wheels a list pins (each line's comment starts with its size)."""
+    total = 0
+    for line in wheels_txt.read_text().splitlines():
+        m = re.search(r"#\s*(\d+)\s+import\b", line)
+        if m and line.split("#", 1)[0].strip():
+            total += int(m[1])
+    return total
+
+
+def ort_parts(repo: Path = REPO) -> list[dict]:
+    """onnxruntime-gpu's parts: from the manifest split here (scripts/gpu_wheels.sh --parts), else as `split
+    --part-mb auto` would cut the pinned wheel beside this working tree."""
+    wp = _wheel_parts()
+    manifest = repo / ORT_PARTS / wp.MANIFEST
+    if manifest.is_file():
+        return json.loads(manifest.read_text())["parts"]
+    size = pinned_bytes(repo / "scripts" / "gpu_parts_wheels.txt")
+    part = wp.part_budget(wp.tree_bytes(repo) or 0)
+    return [{"name": f"part-{n:03d}", "bytes": min(part, size - n * part)} for n in range(-(-size // part))]
+
+
+def plan_commands(name: str, repo: Path = REPO) -> list[dict]:
+    """The device commands of one plan, in order: what each carries, runs, is for, and its minutes (estimates
+    where no GPU session has measured them yet; the call's own --budget-s bounds it)."""
+
+    def cmd(carry: list[str], command: str, minutes: float, what: str) -> dict:
+        return {"carry": carry, "command": command, "minutes": minutes, "what": what}
+
+    if name == "ort":
+        parts = ort_parts(repo)
+        out = []
+        for n, part in enumerate(parts):
+            carry = [f"{ORT_PARTS}/manifest.json", f"{ORT_PARTS}/{part['name']}"]
+            if n == 0:
+                out.append(cmd(carry, f"{RECEIVE} && nvidia-smi", PART_MIN, "part 1; how long a part takes"))
+            elif n < len(parts) - 1:
+                out.append(cmd(carry, RECEIVE, PART_MIN, f"part {n + 1}"))
+            else:
+                run = f"{ONCE} --call 3 --budget-s 390"
+                out.append(
+                    cmd([*carry, *KIT], run, 7.0, f"part {n + 1}, the kit; onnxruntime on cuda (call 3)")
+                )
+        return out
+    if name == "aoti":
+        return [
+            cmd(
+                KIT,
+                f"{ONCE} --call 2 --no-executorch --budget-s 450",
+                8.0,
+                "AOTInductor and its loader rungs",
+            ),
+            cmd(
+                [],
+                "python3 benchmarks/aoti_libstdcxx_repro.py --device cuda --out $OUT/aoti_repro.json",
+                3.5,
+                "the upstream reproducer: toolchain, wrapper's libraries, plain / LD_PRELOAD / RTLD_GLOBAL loads",
+            ),
+        ]
+    if name == "executorch":
+        return [cmd(KIT, f"{ONCE} --call 4 --budget-s 560", 10.0, "ExecuTorch CUDA full and backbone-only")]
+    if name == "torch":
+        return [
+            cmd(KIT, f"{ONCE} --call 1 --budget-s 480", 8.5, "the torch backends, scenarios, camera search"),
+            cmd(
+                [],
+                "PYTHONPATH=$PWD python3 benchmarks/gpu_order_host_bound.py --out $OUT",
+                3.0,
+                "the energy order check: the difference of two windows, 10 s windows, the 2 s net figure",
+            ),
+        ]
+    raise ValueError(f"no plan {name!r}; plans: {', '.join(PLANS)}")
+
+
+def carried_bytes(carry: list[str], repo: Path = REPO, parts: list[dict] | None = None) -> int:
+    """The bytes of the carried paths: files and folders here, else (parts not split yet) the parts' sizes and
+    the pinned kit wheels."""
+    total = 0
+    sizes = {f"{ORT_PARTS}/{p['name']}": p["bytes"] for p in parts or []}
+    for c in carry:
+        path = repo / c
+        if path.is_dir():
+            total += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        elif path.is_file():
+            total += path.stat().st_size
+        elif c in sizes:
+            total += sizes[c]
+        elif c == ".whl":
+            total += pinned_bytes(repo / "scripts" / "gpu_wheels.txt")
+    return total
+
+
+def plan(name: str, repo: Path = REPO) -> dict:
+    """One plan with its commands' sizes and the session's minutes: a cold start and every command."""
+    commands = plan_commands(name, repo)
+    tree = _wheel_parts().tree_bytes(repo) or 0
+    parts = ort_parts(repo) if name == "ort" else None
+    for c in commands:
+        c["sends_mb"] = round((tree + carried_bytes(c["carry"], repo, parts)) / 1e6, 1)
+        c["fits"] = (
+            tree + carried_bytes(c["carry"], repo, parts) <= CARRY_LIMIT and c["minutes"] <= COMMAND_MIN
+        )
+    minutes = COLD_START_MIN + sum(c["minutes"] for c in commands)
+    return {
+        "plan": name,
+        "covers": PLANS[name],
+        "commands": commands,
+        "minutes": round(minutes, 1),
+        "fits": minutes <= SESSION_MIN and all(c["fits"] for c in commands),
+    }
+
+
+def print_plan(p: dict, out=sys.stdout) -> None:
+    print(
+        f"plan {p['plan']} ({p['minutes']} of {SESSION_MIN:.0f} device minutes with a {COLD_START_MIN} min cold "
+        f"start{'' if p['fits'] else '; DOES NOT FIT'}): {p['covers']}",
+        file=out,
+    )
+    for n, c in enumerate(p["commands"], 1):
+        print(
+            f"  {n}. [{c['minutes']} min, sends {c['sends_mb']} MB{'' if c['fits'] else ', OVER'}] carry "
+            f"{json.dumps(c['carry'])}: {c['command']}  # {c['what']}",
+            file=out,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks/gpu_kit.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -210,7 +375,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit-mib", type=float, default=15.0)
     s = sub.add_parser("sizes")
     s.add_argument("out", type=Path)
+    pl = sub.add_parser("plan")
+    pl.add_argument("name", nargs="?", default="all", choices=[*PLANS, "all"])
+    pl.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    if args.cmd == "plan":
+        plans = [plan(n) for n in (PLANS if args.name == "all" else [args.name])]
+        if args.json:
+            print(json.dumps(plans, indent=1))
+        else:
+            for p in plans:
+                print_plan(p)
+        return 0 if all(p["fits"] for p in plans) else 1
     if args.cmd == "imports":
         return check_imports(args.wheels_txt)
     if args.cmd == "table":

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The GPU kit: every GPU backend the machine can run, in two calls of at most 9 minutes each (docs/gpu.md "The GPU
-# kit"). A GPU machine without a registry takes commands of at most 10 minutes, so each call is one command,
-# bounded by --budget-s (default 530 s), and writes at most 8 files of at most 16 MiB each into OUT:
+# The GPU kit: every GPU backend the machine can run, in calls of at most 9 minutes each (docs/gpu.md "The GPU
+# kit"; which calls a 15-minute session runs: `python3 benchmarks/gpu_kit.py plan`). A GPU machine without a
+# registry takes commands of at most 10 minutes, so each call is one command, bounded by --budget-s (default
+# 530 s), and writes at most 8 files of at most 16 MiB each into OUT:
 #
 #   gpu_once.log        everything printed: versions, the wheels' imports, idle power, NVML, each step, the table
 #   self_check.json     benchmarks/gpu_check.py --self-check-only (call 1; absent where it could not run: no GPU)
 #   cells.jsonl         the suite's records of this call (copied when the suite ends, also on interruption)
 #   env.json            that run's environment
-#   executorch_cuda.json  the ExecuTorch CUDA exports, full and backbone-only (call 2)
+#   executorch_cuda.json  the ExecuTorch CUDA exports, full and backbone-only (calls 2 and 4; their records are
+#                       in cells.jsonl too, for the claims check)
 #   table.txt           one line per cell: status, p50, e2e p99, GPU memory, energy, why not ok
 #   logs.tar.gz         the runs' logs: failed cells' whole, the others' head and tail, under 15 MiB
 #
@@ -16,9 +18,14 @@
 #   call 2: yolo26n at 640 and the dynamic-shape probe, fp32: aoti (and its loader remedies), aoti-cudagraph (the
 #           same artifact); then the ExecuTorch CUDA exports of yolo26n, full and backbone-only, in what is left
 #           (at most --et-budget-s), with one Inductor cache so the second reuses what the first autotuned
+#           (--no-executorch: aoti alone)
+#   call 3: onnxruntime on cuda (the CUDA execution provider): yolo26n and yolo26s at 640, fp32 and fp16, batch 1
+#           and 16, scenarios on yolo26n (640, batch 1); onnxruntime-gpu joined from its parts (--ort-parts, sent
+#           one per command before: scripts/wheel_parts.py) and installed into --ort-site, first on PYTHONPATH
+#   call 4: the ExecuTorch CUDA exports of yolo26n alone, full and backbone-only, with the whole budget
 #
-#   benchmarks/gpu_once.sh OUT [--call 1|2] [--wheels DIR] [--budget-s N] [--et-budget-s N] [--probe-timeout N]
-#                              [--device-cpu] [--cache-dir DIR]
+#   benchmarks/gpu_once.sh OUT [--call 1|2|3|4] [--wheels DIR] [--budget-s N] [--et-budget-s N] [--probe-timeout N]
+#                              [--device-cpu] [--cache-dir DIR] [--inductor-cache DIR] [--ort-parts DIR] [--ort-site DIR]
 #                              [--sizes L] [--shapes L] [--precisions L] [--batches L] [--backends L]
 #                              [--scenarios screen|n640|all|none] [--no-executorch] [--collect-only]
 #
@@ -27,6 +34,11 @@
 #   --device-cpu    rehearsal on a CPU: device cpu for cuda, yolo26n only, no CUDA-only backend, batch 1
 #   --cache-dir DIR the suite's export cache (default: a fresh one in the call's work folder); a folder shared by
 #                   calls or sessions exports each artifact once
+#   --inductor-cache DIR  $TORCHINDUCTOR_CACHE_DIR for the call (default: a fresh one in its work folder); an
+#                   ignored folder of the repository (.kit/inductor-cache) outlives the call while the machine is warm
+#   --ort-parts DIR the parts folder of onnxruntime-gpu (default .parts/onnxruntime_gpu-1.31.1); call 3, or any call
+#                   given it: checked, joined and installed before the suite (a part missing stops the call)
+#   --ort-site DIR  where onnxruntime-gpu is installed (default .kit/ort-site: a second call finds it there)
 #   --collect-only  only the suite command with --collect-only: each cell's skip reason or "runs here"
 #   --probe-timeout N  seconds for a fresh artifact's load and first runs (default 120: the H200's AOTInductor
 #                   probes were still loading after a minute; a timeout prints the stack and climbs the loader rungs)
@@ -49,15 +61,21 @@ sizes="" shapes="" precisions="" batches="" backends="" scenarios=""
 executorch=""
 collect_only=0
 cache_dir=""
+inductor_cache=""
+ort_parts=""
+ort_site="$repo/.kit/ort-site"
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --call) call=${2:?--call needs 1 or 2}; shift 2 ;;
+        --call) call=${2:?--call needs 1, 2, 3 or 4}; shift 2 ;;
         --wheels) wheels=${2:?--wheels needs a folder}; shift 2 ;;
         --budget-s) budget=${2:?--budget-s needs seconds}; shift 2 ;;
         --et-budget-s) et_budget=${2:?--et-budget-s needs seconds}; shift 2 ;;
         --probe-timeout) probe_timeout=${2:?--probe-timeout needs seconds}; shift 2 ;;
         --device-cpu) device=cpu; shift ;;
         --cache-dir) cache_dir=${2:?--cache-dir needs a folder}; shift 2 ;;
+        --inductor-cache) inductor_cache=${2:?--inductor-cache needs a folder}; shift 2 ;;
+        --ort-parts) ort_parts=${2:?--ort-parts needs a folder}; shift 2 ;;
+        --ort-site) ort_site=${2:?--ort-site needs a folder}; shift 2 ;;
         --sizes) sizes=${2:?--sizes needs a list}; shift 2 ;;
         --shape|--shapes) shapes=${2:?--shapes needs a list}; shift 2 ;;
         --precisions) precisions=${2:?--precisions needs a list}; shift 2 ;;
@@ -73,22 +91,28 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n "$out" ]] || { echo "usage: benchmarks/gpu_once.sh OUT [options] (see the header of this script)" >&2; exit 2; }
 [[ "$budget" =~ ^[0-9]+$ && "$et_budget" =~ ^[0-9]+$ && "$probe_timeout" =~ ^[0-9]+$ ]] || { echo "gpu_once.sh: --budget-s, --et-budget-s and --probe-timeout take whole numbers" >&2; exit 2; }
-[[ "$call" == 1 || "$call" == 2 ]] || { echo "gpu_once.sh: --call takes 1 or 2, not $call" >&2; exit 2; }
+[[ "$call" =~ ^[1-4]$ ]] || { echo "gpu_once.sh: --call takes 1, 2, 3 or 4, not $call" >&2; exit 2; }
 
 # each call's own selection, unless the command line chose
 if [[ $call == 1 ]]; then
     : "${sizes:=n,s}" "${shapes:=640}" "${precisions:=fp32,fp16}" "${batches:=1,16}" "${scenarios:=n640}"
     : "${backends:=torch-eager,torch-eager-cudagraph,torch-compile,torch-compile-max-autotune}" "${executorch:=0}"
-else
+elif [[ $call == 2 ]]; then
     : "${sizes:=n}" "${shapes:=640,dynamic}" "${precisions:=fp32}" "${batches:=1}" "${scenarios:=none}"
     : "${backends:=aoti,aoti-cudagraph}" "${executorch:=1}"
+elif [[ $call == 3 ]]; then
+    : "${sizes:=n,s}" "${shapes:=640}" "${precisions:=fp32,fp16}" "${batches:=1,16}" "${scenarios:=n640}"
+    : "${backends:=onnxruntime}" "${executorch:=0}" "${ort_parts:=$repo/.parts/onnxruntime_gpu-1.31.1}"
+else  # call 4: the ExecuTorch CUDA exports alone (no suite)
+    : "${sizes:=n}" "${shapes:=640}" "${precisions:=fp32}" "${batches:=1}" "${scenarios:=none}"
+    : "${executorch:=1}"
 fi
 if [[ $device == cpu ]]; then
     # CUDA-only backends have nothing to rehearse on a CPU; yolo26n, batch 1, fp32 keep the rehearsal short
     backends=$(echo "$backends" | tr ',' '\n' | grep -v -e '-cudagraph$' -e 'max-autotune$' | paste -sd, -)
     sizes=n batches=1 precisions=fp32
 fi
-[[ -n "$backends" ]] || { echo "gpu_once.sh: no backend left to run on $device" >&2; exit 2; }
+[[ -n "$backends" || $call == 4 ]] || { echo "gpu_once.sh: no backend left to run on $device" >&2; exit 2; }
 
 suite_cmd() {  # the suite command of this call
     echo "$py" -m pytest "$repo/suites/" --benchmark-only -p no:randomly -q --rootdir "$repo" \
@@ -159,7 +183,12 @@ fi
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"  # packages installed beforehand stay importable
 # one Inductor cache for the whole call (AOTInductor, torch.compile, ExecuTorch CUDA): autotuning results found by
 # one export are reused by the next (the compile times in the records say cold or not: their caches are off)
-export TORCHINDUCTOR_CACHE_DIR="$work/inductor-cache"
+export TORCHINDUCTOR_CACHE_DIR="${inductor_cache:-$work/inductor-cache}"
+mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
+# Inductor's compile workers: every core this machine gives the call (ExecuTorch CUDA's exports record it)
+TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-$(nproc)}
+export TORCHINDUCTOR_COMPILE_THREADS
+echo "== Inductor: cache $TORCHINDUCTOR_CACHE_DIR, $TORCHINDUCTOR_COMPILE_THREADS compile threads"
 if compgen -G "$wheels/*.whl" >/dev/null; then
     step install "$py" -m pip install --no-deps --no-index --quiet --target "$work/site" "$wheels"/*.whl \
         && export PYTHONPATH="$work/site:$repo"
@@ -170,6 +199,29 @@ if ! step imports "$py" "$repo/benchmarks/gpu_kit.py" imports "$repo/scripts/gpu
     echo "== a kit wheel does not import: the cells would fail for that reason, not the backend's; stopping"
     status=1
     exit 1
+fi
+
+if [[ -n "$ort_parts" ]]; then
+    # onnxruntime-gpu, sent in parts (one per command while the machine stayed warm): every part there, joined,
+    # its sha256 checked, installed alone into $ort_site (never beside the CPU onnxruntime in one site), first on
+    # PYTHONPATH so `import onnxruntime` finds it
+    if step onnxruntime-gpu "$py" "$repo/scripts/wheel_parts.py" receive "$ort_parts" --target "$ort_site" \
+        --require-all --python "$py"; then
+        export PYTHONPATH="$ort_site:$PYTHONPATH"
+        # onnxruntime.preload_dlls() looks for the CUDA and cuDNN libraries in nvidia/ beside the onnxruntime
+        # package (nvidia/cu13/lib, nvidia/cudnn/lib), then on the linker's default path: installed into a folder
+        # of its own it would find neither, so that folder gets a link to the image's nvidia packages
+        nv=$("$py" -c 'import importlib.util as u; s = u.find_spec("nvidia"); print(next(iter(s.submodule_search_locations), "") if s else "")' 2>/dev/null)
+        if [[ -n "$nv" && -d "$nv" ]]; then
+            ln -sfn "$nv" "$ort_site/nvidia" && echo "== onnxruntime-gpu: $ort_site/nvidia -> $nv (for preload_dlls)"
+        else
+            echo "== onnxruntime-gpu: no nvidia packages importable here: preload_dlls will find no CUDA libraries"
+        fi
+    else
+        echo "== onnxruntime-gpu is not complete here: the onnxruntime cells would run on the CPU build; stopping"
+        status=1
+        exit 1
+    fi
 fi
 
 step versions "$py" - <<'EOF'
@@ -185,6 +237,12 @@ for dist in ("torch", "triton", "nvidia-ml-py", "ultralytics", "ultralytics-thop
     except md.PackageNotFoundError:
         print(f"{dist} (not installed)")
 print("python", platform.python_version())
+try:  # which onnxruntime imports (onnxruntime-gpu first on PYTHONPATH shadows the CPU build) and its providers
+    import onnxruntime
+
+    print("onnxruntime imports from", onnxruntime.__file__, onnxruntime.__version__, onnxruntime.get_available_providers())
+except ImportError as e:
+    print("onnxruntime: not importable:", e)
 for dist, size in (("tensorrt", "TensorRT"), ("onnxruntime-gpu", "onnxruntime-gpu")):
     try:
         md.version(dist)
@@ -223,15 +281,28 @@ fi
 # the suite leaves the ExecuTorch exports --et-budget-s; they get whatever is left when the suite ends
 saved_end=$t_end
 [[ $executorch == 1 ]] && t_end=$((t_end - et_budget))
-# shellcheck disable=SC2046
-step "suite (call $call)" $(suite_cmd) --results-dir "$work/results" --cache-dir "${cache_dir:-$work/cache}" \
-    --run-id "$run_id"
-[[ -f "$work/results/$run_id/cells.jsonl" ]] || status=1
+recs="$work/results/$run_id/cells.jsonl"
+if [[ -n "$backends" ]]; then
+    # shellcheck disable=SC2046
+    step "suite (call $call)" $(suite_cmd) --results-dir "$work/results" --cache-dir "${cache_dir:-$work/cache}" \
+        --run-id "$run_id"
+    [[ -f "$recs" ]] || status=1
+fi
 t_end=$saved_end
 
 if [[ $executorch == 1 ]]; then
+    # each export's record joins the call's records (the claims check reads them): appended to the suite's run,
+    # or (call 4, no suite) written as the call's run with its env.json
+    et_records=()
+    [[ -f "$recs" ]] && et_records=(--records "$recs")
     step "executorch-cuda exports" "$py" "$repo/benchmarks/gpu_check.py" --executorch-only --sizes n \
-        --shape "${shapes%%,*}" --out "$work/executorch" --budget-s $(($(left) - 15))
+        --shape "${shapes%%,*}" --out "$work/executorch" --budget-s $(($(left) - 15)) --run-id "$run_id" \
+        "${et_records[@]}"
     [[ -f "$work/executorch/gpu_check.json" ]] && cp "$work/executorch/gpu_check.json" "$out/executorch_cuda.json"
+    if [[ ! -f "$recs" && -f "$work/executorch/$run_id/cells.jsonl" ]]; then
+        mkdir -p "$work/results/$run_id"
+        cp "$work/executorch/$run_id/cells.jsonl" "$work/executorch/$run_id/env.json" "$work/results/$run_id/" 2>/dev/null
+    fi
+    [[ -f "$recs" ]] || status=1
 fi
 exit $status

@@ -25,9 +25,10 @@ def gpu_check(monkeypatch):
     return mod
 
 
-def _tracker(energy, **kw) -> EnergyTracker:
+def _tracker(energy, diff_s: float = 0.0, **kw) -> EnergyTracker:
+    """The difference windows are off unless asked for (they repeat the call after the timed rounds)."""
     h = device("00000000:3B:00.0", energy=energy, **kw)
-    return EnergyTracker(batch=1, nvml=FakeNvml([h]), handle=h, min_window_s=0.0, idle_s=0.0)
+    return EnergyTracker(batch=1, nvml=FakeNvml([h]), handle=h, min_window_s=0.0, idle_s=0.0, diff_s=diff_s)
 
 
 def test_energy_self_check_passes_on_a_counter_that_moves(gpu_check):

@@ -116,9 +116,14 @@ def test_the_kits_second_call_runs_end_to_end_on_a_cpu(tmp_path, cache_dir):
     p = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=800)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     recs = [json.loads(line) for line in (out / "cells.jsonl").read_text().splitlines()]
+    et = "yolo26n-detect-e2e-executorch-cuda-cuda-64x64-b1-fp32"
     assert [(r["cell_id"], r["status"]) for r in recs] == [
-        ("yolo26n-detect-e2e-aoti-cpu-64x64-b1-fp32", "ok")
+        ("yolo26n-detect-e2e-aoti-cpu-64x64-b1-fp32", "ok"),
+        (et, "skipped"),  # the ExecuTorch exports' records join the call's (the claims check reads them)
+        (f"{et}+backbone-only", "skipped"),
     ]
+    assert all(r["run_id"] == "gpu-once-call2" for r in recs) and recs[2]["remedy_of"] == et
+    assert recs[0]["loader"]["wrapper"]["needed"]  # the package's wrapper's needed libraries, read from it
     rows = json.loads((out / "executorch_cuda.json").read_text())["rows"]
     assert [r["status"] for r in rows] == ["skipped", "skipped"]
     assert all("sees none" in r["note"] for r in rows)
@@ -160,6 +165,18 @@ def test_the_kit_suite_command_collects_every_cuda_cell_as_a_skip_with_its_reaso
         "yolo26n-detect-e2e-aoti-cudagraph-cuda-dynamic-b1-fp32",
     ], p2.stdout[-2000:]
     assert "does not export dynamic" in fates["yolo26n-detect-e2e-aoti-cudagraph-cuda-dynamic-b1-fp32"]
+    # call 3: onnxruntime on cuda, yolo26n and yolo26s x fp32, fp16 x batch 1, 16 at 640 (no GPU here: skips)
+    p3 = subprocess.run(
+        ["bash", str(ONCE), "/nonexistent", "--call", "3", "--collect-only"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    ort = [
+        line for line in p3.stdout.splitlines() if re.match(r"yolo26[ns]-detect-e2e-onnxruntime-cuda-", line)
+    ]
+    assert len(ort) == 8 and all(": skip: " in line for line in ort), p3.stdout[-2000:]
     # the other way: the rehearsal's cpu cells would run here
     p = subprocess.run(
         ["bash", str(ONCE), "/nonexistent", "--collect-only", "--device-cpu", "--backends", "torch-eager"],
@@ -197,7 +214,7 @@ def test_bad_kit_arguments_are_one_clear_error_line(tmp_path):
         ([], "usage: benchmarks/gpu_once.sh OUT"),
         ([str(tmp_path / "a"), "--bogus"], "unknown option: --bogus"),
         ([str(tmp_path / "a"), "--budget-s", "soon"], "take whole numbers"),
-        ([str(tmp_path / "a"), "--call", "3"], "--call takes 1 or 2"),
+        ([str(tmp_path / "a"), "--call", "5"], "--call takes 1, 2, 3 or 4"),
     ):
         p = subprocess.run(["bash", str(ONCE), *args], env=_env(), capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and phrase in p.stderr
@@ -365,3 +382,100 @@ def test_the_table_names_where_a_crash_happened():
     )
     assert rows[0][1] == "crashed" and "[in torch.export.pt2_archive._package._load_aoti]" in rows[0][-1]
     assert rows[1][2:6] == ["1.50", "7.25", "600/144", "0.500"] and rows[1][-1] == ""
+
+
+@cpu_machine
+@pytest.mark.slow
+@pytest.mark.export
+def test_the_kits_onnxruntime_call_installs_the_wheel_from_its_parts_and_runs_on_a_cpu(tmp_path, cache_dir):
+    """Call 3 as the ort plan's last command runs it: the parts already there, joined, checked and installed into
+    the kit's site ahead of the installed onnxruntime, then the onnxruntime cells (cpu here, cuda there). A tiny
+    real wheel stands in for onnxruntime-gpu (cp312, 256 MB)."""
+    import importlib.util as iu
+
+    spec = iu.spec_from_file_location("wheel_parts", REPO / "scripts" / "wheel_parts.py")
+    parts = iu.module_from_spec(spec)
+    spec.loader.exec_module(parts)
+    wheel = _tiny_wheel(tmp_path / "w")
+    parts.split(wheel, tmp_path / "parts", 300)
+    out, site = tmp_path / "out", tmp_path / "ort-site"
+    args = [
+        "bash",
+        str(ONCE),
+        str(out),
+        "--call",
+        "3",
+        "--device-cpu",
+        "--shapes",
+        "64",
+        "--scenarios",
+        "none",
+    ]
+    args += ["--wheels", str(tmp_path / "none"), "--cache-dir", str(cache_dir)]
+    args += ["--ort-parts", str(tmp_path / "parts" / "gpu_once_probe-0.1"), "--ort-site", str(site)]
+    # the image's NVIDIA library packages (a namespace package `nvidia`, cu13/lib inside), as a stand-in
+    nv = tmp_path / "nvsite" / "nvidia"
+    (nv / "cu13" / "lib").mkdir(parents=True)
+    env = dict(_env(), PYTHONPATH=f"{REPO}:{tmp_path / 'nvsite'}")
+    p = subprocess.run(args, env=env, capture_output=True, text=True, timeout=800)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    log = (out / "gpu_once.log").read_text()
+    assert "== onnxruntime-gpu: exit 0" in log and "parts present" in log and "sha256 checked" in log
+    assert (site / "gpu_once_probe" / "__init__.py").is_file()
+    # onnxruntime.preload_dlls() looks in nvidia/ beside the onnxruntime package: the kit's site links it
+    assert (site / "nvidia").is_symlink() and (site / "nvidia").resolve() == nv.resolve()
+    assert f"{site}/nvidia -> {nv}" in log
+    assert "onnxruntime imports from" in log  # which build imports, and its providers
+    recs = [json.loads(line) for line in (out / "cells.jsonl").read_text().splitlines()]
+    assert [(r["cell_id"], r["status"]) for r in recs] == [
+        ("yolo26n-detect-e2e-onnxruntime-cpu-64x64-b1-fp32", "ok")
+    ]
+    # a part missing there stops the call before the suite: its cells would have run on the CPU build
+    (tmp_path / "parts" / "gpu_once_probe-0.1" / "part-001").unlink()
+    p = subprocess.run(
+        [*args[:2], str(tmp_path / "out2"), *args[3:]],  # the same call into a fresh OUT
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    log = (tmp_path / "out2" / "gpu_once.log").read_text()
+    assert p.returncode == 1 and "missing: part-001" in log and "stopping" in log
+    assert "== suite (call" not in log and "== suite: no records" in log
+
+
+@cpu_machine
+@pytest.mark.slow
+def test_the_kits_executorch_call_writes_its_export_records_as_a_run_on_a_cpu(tmp_path):
+    """Call 4, the ExecuTorch CUDA exports alone: here both are skips with their reason, written as the call's
+    records with its env.json (on a GPU: exported or export_failed with the failure's class and operators)."""
+    out = tmp_path / "out"
+    args = ["bash", str(ONCE), str(out), "--call", "4", "--device-cpu", "--wheels", str(tmp_path / "none")]
+    p = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    recs = [json.loads(line) for line in (out / "cells.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in recs] == ["skipped", "skipped"] and recs[1]["remedy"] == "backbone-only"
+    assert all("sees none" in r["reason"] for r in recs)
+    assert json.loads((out / "env.json").read_text())["run_id"] == "gpu-once-call4"
+    assert "== suite (call" not in (out / "gpu_once.log").read_text()  # call 4 runs no suite
+
+
+def test_every_plan_fits_one_session_and_the_ort_plan_sends_every_part_once():
+    kit = _kit()
+    for name in kit.PLANS:
+        p = kit.plan(name)
+        assert p["fits"], p
+        assert p["minutes"] <= kit.SESSION_MIN
+        for c in p["commands"]:
+            assert len(c["command"]) <= 2000 and len(c["carry"]) <= 8 and c["minutes"] <= kit.COMMAND_MIN
+            assert c["sends_mb"] * 1e6 <= kit.CARRY_LIMIT
+    ort = kit.plan_commands("ort")
+    parts = kit.ort_parts()
+    sent = [c for cmd in ort for c in cmd["carry"] if "/part-" in c]
+    assert sent == [f"{kit.ORT_PARTS}/{p['name']}" for p in parts]  # each part once, in order
+    assert sum(p["bytes"] for p in parts) == kit.pinned_bytes(REPO / "scripts" / "gpu_parts_wheels.txt")
+    assert all(c["command"].startswith(kit.RECEIVE) for c in ort[:-1])  # each command checks what has arrived
+    last = ort[-1]
+    assert ".whl" in last["carry"] and "KIT_COMMIT" in last["carry"] and "--call 3" in last["command"]
+    # the plan command prints them and exits 0 when all fit
+    assert kit.main(["plan", "ort"]) == 0

@@ -250,8 +250,14 @@ def _load_with(monkeypatch, memory_rounds: int) -> GpuMemoryTracker:
 
     monkeypatch.setattr(loading, "trackers_for", trackers_for)
     backend = SimpleNamespace(load=lambda artifact, cell, info: SimpleNamespace(compile_s=1.0))
+    # the AttemptState fields the load stage reads (preload: what the probes found of a libstdc++ preload)
     s = SimpleNamespace(
-        cell=CELL, backend=backend, artifact=None, export_info={}, rec=new_record("r", CELL, "w")
+        cell=CELL,
+        backend=backend,
+        artifact=None,
+        export_info={},
+        rec=new_record("r", CELL, "w"),
+        preload=None,
     )
     assert loading.load(s, SimpleNamespace(last_runner=None), memory_rounds, progress=lambda m: None)
     made[0].stop(0)

@@ -50,11 +50,14 @@ def test_gpu_trackers_do_not_apply_to_cpu_cells_and_energy_says_why():
         "source": "",
         "net_per_inference_j": None,
         "idle_power_w": None,
+        "diff_per_inference_j": None,  # the difference of two windows (harness.measure.energy.difference)
+        "diff": None,
     }
     why = rec.null_reasons["energy.per_inference_j"]
     assert why.startswith("not measured: CPU cell; no energy counter is read for CPUs")
     assert rec.null_reasons["energy.window_s"] == rec.null_reasons["energy.inferences"] == why
     assert rec.null_reasons["energy.net_per_inference_j"] == why
+    assert rec.null_reasons["energy.diff_per_inference_j"] == why
     intel = EnergyTracker.for_cell(Cell("n", "detect", "e2e", "openvino", "gpu", S320))
     assert "not measured: gpu cell" in intel.reason and "NVIDIA" in intel.reason
 

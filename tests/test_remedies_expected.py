@@ -118,8 +118,9 @@ def test_a_crashed_aoti_probe_climbs_to_the_loader_rungs_and_nothing_else_does()
 
 def test_the_h100s_native_crash_in_the_packages_libstdcxx_is_exported_again_linked_to_the_shared_one():
     """The message a probe crash gets where the native frames show the H100's crash (inside the C++ library's code,
-    called from torch::aot_inductor): the first rung exports again with the shared libstdc++; without that native
-    evidence (no handler, or another crash) the ladder goes straight to the loader rungs."""
+    called from torch::aot_inductor): the first rung loads the same package with the system libstdc++ preloaded
+    (no new export), the second exports again with the shared libstdc++; without that native evidence (no handler,
+    or another crash) the ladder goes straight to the loader rungs."""
     aoti = _cell(backend="aoti", shape=Shape(640, 640))
     h100 = (
         "probe-640x640 process killed by SIGSEGV in torch.export.pt2_archive._package._load_aoti (torch's own code, "
@@ -127,8 +128,17 @@ def test_the_h100s_native_crash_in_the_packages_libstdcxx_is_exported_again_link
         "torch::aot_inductor::parse_device_str in c1.wrapper.so"
     )
     names = [r.name for r in matching(aoti, "crash", message=h100)]
-    assert names[:3] == ["aoti-shared-libstdcxx", "aoti-skip-isa-check", "aoti-direct-loader"]
+    assert names[:4] == [
+        "aoti-preload-libstdcxx",
+        "aoti-shared-libstdcxx",
+        "aoti-skip-isa-check",
+        "aoti-direct-loader",
+    ]
     by = {r.name: r for r in ladder()}
+    assert combined_change([by["aoti-preload-libstdcxx"]]) == {
+        "export_options": {},
+        "load_options": {"aoti_preload_libstdcxx": True},
+    }
     assert combined_change([by["aoti-shared-libstdcxx"]])["export_options"] == {
         "aoti_link": "shared-libstdcxx"
     }
@@ -136,5 +146,7 @@ def test_the_h100s_native_crash_in_the_packages_libstdcxx_is_exported_again_link
         h100.split("; natively")[0],  # no native frames
         h100.replace("torch::aot_inductor::", "cv::"),  # the C++ library called from someone else's code
     ):
-        assert "aoti-shared-libstdcxx" not in [r.name for r in matching(aoti, "crash", message=other)]
-    assert "aoti-shared-libstdcxx" not in [r.name for r in matching(aoti, "timeout", message=h100)]
+        got = [r.name for r in matching(aoti, "crash", message=other)]
+        assert "aoti-shared-libstdcxx" not in got and "aoti-preload-libstdcxx" not in got
+    got = [r.name for r in matching(aoti, "timeout", message=h100)]
+    assert "aoti-shared-libstdcxx" not in got and "aoti-preload-libstdcxx" not in got

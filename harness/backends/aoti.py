@@ -24,6 +24,7 @@ from harness.backends._shared.backbone_only import (
     postprocess_spec,
 )
 from harness.backends._shared.cuda_streams import per_stream_calls
+from harness.backends._shared.libstdcxx import PRELOAD_OPTION, promote_global, system_libstdcxx, wrapper_facts
 from harness.backends._shared.precision import graph_value_dtypes, torch_dtype_counts, verdict
 from harness.backends._shared.probes import inductor_missing, not_installed
 from harness.backends._shared.torch_runtime import TorchDeviceRunner, set_tf32, tf32_switches, torch_dtype
@@ -152,8 +153,13 @@ def load_package(artifact: Path, run_single_threaded: bool, device: str, options
     """The loaded package. `options` are a remedy's load_options (harness/execute/remedies.yaml):
     `aoti_vec_isa_ok` skips Inductor's CPU vector-ISA check in `aoti_load_package` (it compiles test programs and
     starts a child python); `aoti_loader: direct` builds torch's native loader directly, as `aoti_load_package`
-    does after its device-information check (torch/export/pt2_archive/_package.py, `_load_aoti`)."""
+    does after its device-information check (torch/export/pt2_archive/_package.py, `_load_aoti`);
+    `aoti_preload_libstdcxx` puts the system libstdc++ first in the global symbol scope before the load
+    (`preload_libstdcxx`)."""
     import torch._inductor
+
+    if options.get(PRELOAD_OPTION):
+        preload_libstdcxx()
 
     # device_index -1 is the package's own device (cpu, or the current CUDA device)
     device_index = 0 if device == "cuda" else -1
@@ -173,6 +179,18 @@ def load_package(artifact: Path, run_single_threaded: bool, device: str, options
         return torch._inductor.aoti_load_package(
             str(artifact), run_single_threaded=run_single_threaded, device_index=device_index
         )
+
+
+def preload_libstdcxx() -> dict:
+    """The rung aoti-preload-libstdcxx in this process: the system libstdc++ (the one this process runs with)
+    opened with RTLD_GLOBAL, after LD_PRELOAD where the probe started this process with it. Raises when there is
+    none to preload."""
+    found = system_libstdcxx()
+    if found["path"] is None:
+        raise RuntimeError(f"aoti-preload-libstdcxx: {found['reason']}")
+    facts = {**found, **promote_global(found["path"])}
+    log.info("libstdc++ preloaded: %s", facts)
+    return facts
 
 
 @register
@@ -239,6 +257,8 @@ class Aoti(Backend):
             torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2))
         compile_s = time.perf_counter() - t0
         log.info("wrote %s (torch.export %.1f s, AOTInductor compile %.1f s)", pt2, export_s, compile_s)
+        # the wrapper's needed libraries and whether it carries libstdc++'s own code (the H100's crash)
+        info["wrapper"] = wrapper_facts(pt2)
         return ExportResult(str(pt2), {**info, "torch_export_s": export_s, "aoti_compile_s": compile_s})
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:

@@ -10,8 +10,10 @@ the network up to the one-to-one head's decoded predictions goes on the device, 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from harness.backends import register
@@ -81,6 +83,66 @@ def autotune_setting(cuda_backend, specs) -> dict:
         "max_autotune_source": "executorch CudaBackend.get_aoti_compile_options",
         "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
     }
+
+
+#: the hook executorch's AotiBackend.preprocess reads its Inductor options from (executorch 1.2 to 1.5:
+#: `options = cls.get_aoti_compile_options(compile_specs)`, then `torch._inductor.aot_compile(..., options=options)`)
+OPTIONS_HOOK = "get_aoti_compile_options"
+
+
+def compile_threads(env: dict | None = None) -> int:
+    """Inductor's compile workers for an export: $TORCHINDUCTOR_COMPILE_THREADS, else the cores this process may
+    run on (a container's affinity, not the host's count)."""
+    env = os.environ if env is None else env
+    value = str(env.get("TORCHINDUCTOR_COMPILE_THREADS") or "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def compile_overrides(env: dict | None = None) -> dict:
+    """The Inductor options laid over executorch's own for an ExecuTorch CUDA export: shorter compiles, autotuning
+    kept (without it convolutions are left with no valid choice).
+
+    - `aot_inductor.emit_multi_arch_kernel: False`: executorch asks for multi-arch kernels on CUDA >= 12.9, which on
+      cu130 adds an nvcc fatbin step to every kernel; the artifact then holds this GPU's architecture only;
+    - `compile_threads`: Inductor's compile workers, the cores here (`compile_threads`).
+    The Inductor cache is $TORCHINDUCTOR_CACHE_DIR, one folder for every export of a call (benchmarks/gpu_once.sh),
+    so a second export reuses what the first autotuned."""
+    return {"aot_inductor.emit_multi_arch_kernel": False, "compile_threads": compile_threads(env)}
+
+
+@contextlib.contextmanager
+def compile_options(backend_cls, overrides: dict, seen: dict) -> Iterator[None]:
+    """`backend_cls.get_aoti_compile_options` returns its own options with `overrides` laid over them while this
+    is open (the class's own classmethod is put back after). `seen` gets what the backend would have used for each
+    overridden key (`executorch_defaults`) and the overrides."""
+    owner = next((k for k in backend_cls.__mro__ if OPTIONS_HOOK in k.__dict__), None)
+    if owner is None:
+        raise AttributeError(
+            f"{backend_cls.__name__} has no {OPTIONS_HOOK}: this executorch is not one the harness knows"
+        )
+    original = owner.__dict__[OPTIONS_HOOK]
+    func = original.__func__ if isinstance(original, classmethod) else original
+
+    def patched(cls, compile_specs):
+        options = dict(func(cls, compile_specs))
+        seen["executorch_defaults"] = {k: options.get(k, "(not set)") for k in overrides}
+        options.update(overrides)
+        return options
+
+    seen["overrides"] = dict(overrides)
+    setattr(backend_cls, OPTIONS_HOOK, classmethod(patched))
+    try:
+        yield
+    finally:
+        if owner is backend_cls:
+            setattr(backend_cls, OPTIONS_HOOK, original)
+        else:
+            delattr(backend_cls, OPTIONS_HOOK)
 
 
 @register
@@ -166,17 +228,20 @@ class ExecuTorchCuda(Backend):
             model = backbone_only(model)
         im = torch.zeros(req.batch, 3, req.height, req.width)
         specs = [CudaBackend.generate_method_name_compile_spec("forward")]
-        info.update(autotune_setting(CudaBackend, specs))
-        phases: dict[str, float] = {}
-        info["phase_s"] = phases
-        with phase("torch.export", phases):
-            ep = torch.export.export(model, (im,), strict=False)
-        with phase("to_edge_transform_and_lower (AOTInductor compile of the CUDA partitions)", phases):
-            edge = to_edge_transform_and_lower(
-                ep,
-                partitioner=[CudaPartitioner(specs)],
-                compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
-            )
+        seen: dict = {}
+        with compile_options(CudaBackend, compile_overrides(), seen):
+            info.update(autotune_setting(CudaBackend, specs))
+            info["compile_options"] = seen
+            phases: dict[str, float] = {}
+            info["phase_s"] = phases
+            with phase("torch.export", phases):
+                ep = torch.export.export(model, (im,), strict=False)
+            with phase("to_edge_transform_and_lower (AOTInductor compile of the CUDA partitions)", phases):
+                edge = to_edge_transform_and_lower(
+                    ep,
+                    partitioner=[CudaPartitioner(specs)],
+                    compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
+                )
         info["ops"] = delegation_ops(edge.exported_program().graph_module)
         info["dtypes"] = lowered_dtypes(edge.exported_program().graph_module)
         with phase("to_executorch", phases):
@@ -186,8 +251,9 @@ class ExecuTorchCuda(Backend):
             f"yolo26{req.size}-{req.task}-executorch-cuda" + ("-backbone" if remedy else "")
         )
         out.mkdir(parents=True, exist_ok=True)
-        (out / PTE_NAME).write_bytes(program.buffer)
-        program.write_tensor_data_to_file(outdir=str(out))
+        with phase("serialize (.pte and .ptd)", phases):
+            (out / PTE_NAME).write_bytes(program.buffer)
+            program.write_tensor_data_to_file(outdir=str(out))
         info["ptd"] = sorted(p.name for p in out.glob("*.ptd"))
         log.info("wrote %s (%s)", out, info["ops"])
         return ExportResult(str(out), info)

@@ -136,6 +136,53 @@ class Energy(_Stamped):
     #: the run's idle baseline (W): read once before the first cell, after the GPU settled (env.json
     #: gpu_env.idle_baseline, harness.measure.energy.take_run_baseline)
     idle_power_w: float | None = None
+    #: energy per inference by the difference of two windows with different inference counts, where the power
+    #: drawn besides the inferences (idle, static, clocks held up) cancels (harness.measure.energy.difference)
+    diff_per_inference_j: float | None = None
+    #: the two windows (energy, seconds, inferences), the power besides the inferences they imply, the method
+    diff: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(slots=True)
+class Roofline(_Stamped):
+    """The `roofline` section: the model's work per inference and how close to the machine's measured limits the
+    cell ran (harness.core.roofline computes it; docs/methodology.md, "How close to the machine").
+
+    The work is counted on the fp32 PyTorch reference model of the exported graph (floating-point operations of
+    the operators torch's FlopCounterMode counts; the elements an inference moves at least: weights once, the
+    input, every counted operator's output written once), the bytes at the precision executed. The peaks are the
+    run's env.json `peaks` (harness.measure.peaks), the compute peak the highest measured at that precision or a
+    wider one. A figure that cannot be known is None, its reason under `null_reasons` (`roofline.<key>`).
+    """
+
+    #: floating-point operations of one call (the whole batch)
+    flops: float | None = None
+    #: bytes one call moves at least at the precision executed: weights once, the input, the activations
+    bytes: float | None = None
+    weight_bytes: float | None = None
+    activation_bytes: float | None = None
+    #: flops / bytes (FLOP per byte)
+    intensity: float | None = None
+    #: flops over the model-only p50 (FLOP/s)
+    achieved_flops_s: float | None = None
+    #: the precision whose peaks bound the cell (the executed one; int8 for `mixed`)
+    precision: str | None = None
+    #: the machine's compute peak for that precision (FLOP/s), and which measured figure it is
+    peak_flops_s: float | None = None
+    peak_of: str | None = None
+    #: the machine's memory bandwidth (bytes/s)
+    bandwidth_bytes_s: float | None = None
+    #: the roofline bound: the lower of the compute peak and intensity x bandwidth (FLOP/s); "compute" or "memory"
+    bound_flops_s: float | None = None
+    bound_by: str | None = None
+    share_of_peak: float | None = None
+    share_of_bound: float | None = None
+    #: how the work was counted, and where the peaks come from
+    work_source: str = ""
+    peaks_source: str = ""
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -240,10 +287,17 @@ class CellRecord(_Stamped):
     source_run_id: str | None = None
     #: a CUDA cell's host-bound verdict and what it rests on (harness.measure.host_bound); CUDA cells only
     host_bound: dict[str, Any] | None = None
+    #: an ok cell's counted work and its share of the machine's measured peaks (harness.core.roofline); ok cells
+    #: only (a record written before it has none: the report derives it, harness.decide.roofline)
+    roofline: Roofline | None = None
+    #: how the runtime loaded the artifact, where a loader remedy or the artifact's own libraries matter: the
+    #: load options (the rung), a library preloaded and how, an AOTInductor wrapper's needed libraries
+    #: (harness.backends._shared.libstdcxx); the cells whose load it describes only
+    loader: dict[str, Any] | None = None
 
 
 #: the fields only some records carry, written only when set
-OPTIONAL_FIELDS = ("corrupted", "synthetic", "machine", "source_run_id", "host_bound")
+OPTIONAL_FIELDS = ("corrupted", "synthetic", "machine", "source_run_id", "host_bound", "roofline", "loader")
 #: every record's fields, in the order they are written
 RECORD_FIELDS = tuple(f.name for f in fields(CellRecord) if f.name not in OPTIONAL_FIELDS)
 

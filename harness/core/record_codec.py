@@ -18,10 +18,10 @@ from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
 from harness.core.migrate import migrate_record
-from harness.core.record import OPTIONAL_FIELDS, CellRecord, Energy, Latency, Memory
+from harness.core.record import OPTIONAL_FIELDS, CellRecord, Energy, Latency, Memory, Roofline
 
 #: the sections typed as dataclasses (the others are dict[str, Any]: their keys vary)
-SECTION_TYPES: tuple[type, ...] = (Latency, Memory, Energy)
+SECTION_TYPES: tuple[type, ...] = (Latency, Memory, Energy, Roofline)
 #: the attribute a record read back carries when its fields were not in the written order (a v2 record written
 #: before fields were added: the migration appends them at the end): written back, it keeps that order
 _ORDER = "_field_order"

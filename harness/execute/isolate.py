@@ -11,8 +11,10 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
+from harness.backends._shared.libstdcxx import PRELOAD_OPTION, system_libstdcxx, with_preload
 from harness.backends._shared.phases import last_phase
 from harness.backends.base import ExportRequest
 from harness.diagnosis import native_stack
@@ -124,8 +126,10 @@ def run_child(
     memory_limit_gb: float | None = None,
     failed_status: str = "export_failed",
     name: str = "export",
+    env_extra: dict[str, str] | None = None,
 ) -> ExportOutcome:
-    """Run `python -m harness.execute.worker` on `payload` in its own process group; the full output goes to `log_path`."""
+    """Run `python -m harness.execute.worker` on `payload` in its own process group; the full output goes to `log_path`.
+    `env_extra` is added to the worker's environment (LD_PRELOAD for a loader rung)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     req_path = work_dir / f"{name}-request.json"
     result_path = work_dir / f"{name}-result.json"
@@ -142,6 +146,7 @@ def run_child(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     report_r, report_w = os.pipe()  # the worker's one-line report when it cannot write its result
     env = native_stack.worker_env(dict(os.environ, PYTHONUNBUFFERED="1"))  # a native crash prints its frames
+    env.update(env_extra or {})
     env[PARENT_ENV] = str(os.getpid())
     env[REPORT_FD_ENV] = str(report_w)
     # Exports and probes run side by side in the export phase (harness.execute.workload.prepare_all): OpenMP
@@ -289,7 +294,13 @@ def run_probe(
     rounds: int = 0,
 ) -> ExportOutcome:
     """Load `artifact` and run it at height x width in a child process: once (first run of a fresh artifact), or
-    `rounds` times with host memory measured there (the outcome's info then holds `memory`)."""
+    `rounds` times with host memory measured there (the outcome's info then holds `memory`).
+
+    Where the load options preload the system libstdc++ (the rung aoti-preload-libstdcxx), two fresh processes
+    check it before the benchmark process loads: the first started with LD_PRELOAD (the reported workaround: does
+    it load and run at all?), the second without, opening the library with RTLD_GLOBAL before the load as the
+    running benchmark process will (does that do the same?). The outcome's info has `preload` either way, and a
+    failed outcome's message says which of the two failed."""
     payload = {
         "mode": "probe",
         "cell": cell.to_dict(),
@@ -299,12 +310,40 @@ def run_probe(
         "width": width,
         "rounds": rounds,
     }
-    return run_child(
-        payload,
-        work_dir,
-        log_path,
-        timeout_s,
-        memory_limit_gb,
-        failed_status="run_failed",
-        name=f"probe-{height}x{width}",
+    name = f"probe-{height}x{width}"
+    preload = None
+    if (export_info.get("load_options") or {}).get(PRELOAD_OPTION):
+        preload = system_libstdcxx()
+        if preload["path"] is None:
+            return ExportOutcome("run_failed", None, message=f"{name}: {preload['reason']}", wall_s=0.0)
+        first = run_child(
+            {**payload, "rounds": 0},
+            work_dir,
+            log_path,
+            timeout_s,
+            memory_limit_gb,
+            failed_status="run_failed",
+            name=f"{name}-ld-preload",
+            env_extra={"LD_PRELOAD": with_preload(dict(os.environ), preload["path"])["LD_PRELOAD"]},
+        )
+        preload = {**preload, "ld_preload_probe": first.status}
+        if first.status != "ok":
+            return replace(
+                first,
+                message=f"{first.message} (with LD_PRELOAD={preload['path']}, the system libstdc++ preloaded)",
+                info={**(first.info or {}), "preload": preload},
+            )
+    outcome = run_child(
+        payload, work_dir, log_path, timeout_s, memory_limit_gb, failed_status="run_failed", name=name
     )
+    if preload is None:
+        return outcome
+    preload = {**preload, "rtld_global_probe": outcome.status}
+    if outcome.status != "ok":
+        return replace(
+            outcome,
+            message=f"{outcome.message} (LD_PRELOAD={preload['path']} loaded and ran it in a fresh process; "
+            "opening that library with RTLD_GLOBAL in a running process, as the benchmark process must, did not)",
+            info={**(outcome.info or {}), "preload": preload},
+        )
+    return replace(outcome, info={**(outcome.info or {}), "preload": preload})

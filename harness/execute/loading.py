@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from harness.backends._shared.libstdcxx import PRELOAD_OPTION, preloaded, system_libstdcxx
 from harness.core.record import Memory, set_null
 from harness.execute.config import RunConfig
 from harness.execute.isolate import run_probe
@@ -23,7 +24,9 @@ def probe(s: AttemptState, memory_cache: MemoryCache, config: RunConfig, progres
     cfg, cell = config, s.cell
     kept = memory_entry(s, memory_cache, cfg)
     cached = memory_cache.get(kept) if kept and not cfg.refresh_cache else None
-    first = s.fresh and cfg.isolate_first_run
+    # a loader remedy (load options) changes how the same artifact loads: it is loaded in a fresh process first,
+    # cached or not, so a native crash it does not cure ends that process, not the run
+    first = (s.fresh and cfg.isolate_first_run) or bool(s.export_info.get("load_options"))
     rounds = cfg.memory_rounds if kept and cached is None else 0
     if first or rounds:
         outcome = run_probe(
@@ -39,7 +42,12 @@ def probe(s: AttemptState, memory_cache: MemoryCache, config: RunConfig, progres
             rounds=rounds,
         )
         if outcome.status != "ok":
-            return fail_outcome(s, outcome, "run", progress)
+            fail_outcome(s, outcome, "run", progress)
+            facts = loader_facts(s.export_info, outcome.info.get("preload"))
+            if facts and s.rec.failure is not None:
+                s.rec.failure["loader"] = facts
+            return False
+        s.preload = outcome.info.get("preload")
         if "memory" in outcome.info:
             mem = outcome.info["memory"]
             mem["source"] = f"a fresh process running load, first run and {rounds} runs: {mem['source']}"
@@ -49,6 +57,20 @@ def probe(s: AttemptState, memory_cache: MemoryCache, config: RunConfig, progres
         s.rec.memory = Memory(**{**cached["memory"], "origin": cached["origin"]})
         s.rec.null_reasons.update(cached["null_reasons"])
     return True
+
+
+def loader_facts(export_info: dict, preload: dict | None = None) -> dict | None:
+    """What a record says of how its artifact loaded, where it matters: the load options (a loader rung), the
+    library preloaded and how (the probes' outcome, and in this process), an AOTInductor wrapper's needed libraries
+    and whether it carries libstdc++'s own code. None for an artifact with none of these."""
+    out: dict = {}
+    if export_info.get("load_options"):
+        out["load_options"] = dict(export_info["load_options"])
+    if preload:
+        out["libstdcxx"] = dict(preload)
+    if export_info.get("wrapper"):
+        out["wrapper"] = export_info["wrapper"]
+    return out or None
 
 
 def memory_entry(s: AttemptState, memory_cache: MemoryCache, config: RunConfig) -> Path | None:
@@ -86,6 +108,13 @@ def load(s: AttemptState, run: RunState, memory_rounds: int, progress: Progress)
     except Exception as e:
         return fail(s, "load_failed", "load", e, progress)
     s.rec.load_s = time.perf_counter() - t0
+    facts = loader_facts(s.export_info, s.preload)
+    if facts:
+        if (facts.get("load_options") or {}).get(
+            PRELOAD_OPTION
+        ):  # and how this process did it (aoti.load_package)
+            facts.setdefault("libstdcxx", {})["in_this_process"] = promote_global_how()
+        s.rec.loader = facts
     s.rec.compile_s = s.runner.compile_s
     if s.runner.compile_s is None and s.runner.compile_reason:
         set_null(s.rec, "compile_s", s.runner.compile_reason)
@@ -95,3 +124,11 @@ def load(s: AttemptState, run: RunState, memory_rounds: int, progress: Progress)
         if bind is not None:
             bind(s.runner)
     return True
+
+
+def promote_global_how() -> str:
+    """How the benchmark process has the system libstdc++ in its global scope (the rung's load did it)."""
+    found = system_libstdcxx()
+    if found["path"] and preloaded(found["path"]):
+        return f"LD_PRELOAD when this process started ({found['path']})"
+    return f"RTLD_GLOBAL in the running process ({found.get('path')}); LD_PRELOAD cannot act after a process starts"

@@ -80,6 +80,8 @@ class AttemptState:
     t0: float = 0.0
     #: the seconds its export phase took, when the attempt is advanced in parts (harness.execute.workload)
     prep_s: float = 0.0
+    #: the libstdc++ preload the probes checked (harness.execute.isolate.run_probe), for the record's `loader`
+    preload: dict | None = None
 
     @property
     def cell(self) -> Cell:

@@ -137,9 +137,17 @@ def absent(claim: Claim, matched: list[Cand], indexes: list[RunIndex] | None = N
 
 def _mentions(rec: CellRecord, words: list[str]) -> bool:
     failure = rec.failure if isinstance(rec.failure, dict) else {}
+    # the exception's type too: the classifier keeps the message after it ("No choices to select." of a
+    # NoValidChoicesError), and a claim may name the error by its type
     hay = " ".join(
         str(x)
-        for x in (failure.get("class"), failure.get("message"), failure.get("ops"), failure.get("guards"))
+        for x in (
+            failure.get("class"),
+            failure.get("message"),
+            failure.get("ops"),
+            failure.get("guards"),
+            failure.get("exception_type"),
+        )
     )
     return any(str(w).lower() in hay.lower() for w in words)
 
@@ -182,11 +190,22 @@ def _succeeds(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Out
 
 @check("any_succeeds")
 def _any_succeeds(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) -> Outcome:
-    """Existence: one attempt that ran ok confirms; attempts that all failed refute."""
+    """Existence: one attempt with an allowed status (ok by default; `allow_statuses: [ok, exported]` for a claim
+    that exporting works, where the runtime cannot run the artifact) confirms; attempts that all failed refute. A
+    failure for a missing device or package says nothing."""
     done = ran(matched)
     if not done:
         return absent(claim, matched, indexes)
-    return Outcome([point(i, r, indexes, r.status == "ok") for i, r in done], any_of=True)
+    allowed = claim.params.get("allow_statuses", ["ok"])
+    points = []
+    for i, r in done:
+        if r.status not in allowed and dig(r.failure, "class") in DEFAULT_INCONCLUSIVE:
+            points.append(
+                point(i, r, indexes, None, f"{say(i, r, indexes)} (did not get far enough to tell)")
+            )
+        else:
+            points.append(point(i, r, indexes, r.status in allowed))
+    return Outcome(points, any_of=True)
 
 
 @check("latency_range")
