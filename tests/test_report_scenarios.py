@@ -31,7 +31,7 @@ SERVER_RATES = (5, 10, 20, 40, 60, 80, 100, 140, 200)
 SERVER_BOUND_MS = 100.0
 SERVER_PERCENTILE = 0.9
 CORES = 2
-LOADGEN_SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
+LOADGEN_SCENARIOS = ("single-stream", "multi-stream", "camera-capacity", "server", "offline")
 
 
 def _loadgen(rec: CellRecord, name: str) -> dict:
@@ -142,6 +142,35 @@ def _scenarios(rec: CellRecord) -> None:
             "throughput_ips": streams * 1000.0 / q50,
             "mechanism": "one process, a thread per stream sharing the session",
             "p99_interval": _interval(1.3 * q50),
+        },
+        "camera-capacity": {
+            "scenario": "camera-capacity",
+            "metric": "most cameras at 30 FPS",
+            "value": 2,
+            "unit": "cameras",
+            "valid": True,
+            "fps": 30.0,
+            "percentile": 0.9,
+            "interval": [2, 3],
+            "possibly": None,
+            "decided": True,
+            "mechanism": "split",
+            "deploy": "2 InferenceSessions x 1 thread",
+            "rule": "every mechanism the runner declares; ...",
+            "tried": [],
+            "mechanisms": {
+                "serial": {"applies": True, "value": 1, "interval": [1, 2], "settled": False},
+                "streams": {"applies": True, "value": 1, "interval": [1, 2], "settled": False},
+                "split": {
+                    "applies": True,
+                    "value": 2,
+                    "interval": [2, 3],
+                    "settled": True,
+                    "deploy": "2 InferenceSessions x 1 thread",
+                },
+                "batched": {"applies": False, "why_not": "a static batch-1 export", "value": None},
+            },
+            "cost": {"seconds": 31.5, "runs": 11},
         },
         "server": {
             "scenario": "server",
@@ -268,6 +297,17 @@ def test_scenario_table_shows_each_scenarios_value_unit_and_validity(page):
             else:
                 assert res["unit"] in td.text()
     assert doc.one("figure", data_plot="latency-throughput-0").all("svg", cls="plot")
+
+
+def test_the_scenario_table_shows_every_camera_capacity_mechanisms_answer_and_the_searchs_cost(page):
+    run, _, doc = page
+    table = doc.one("table", cls="scenarios")
+    for rec in _scenario_cells(run):
+        td = table.one("tr", data_cell_id=rec.cell_id).one("td", data_scenario="camera-capacity")
+        text = td.text()
+        assert "2 cameras" in text and "by 2 InferenceSessions x 1 thread" in text
+        assert "serial 1 [fails at 2] (screened)" in text and "split 2 [fails at 3]" in text
+        assert "batched: does not apply" in text and "11 runs, 31.5 s" in text
 
 
 def test_each_loadgen_scenario_links_its_loadgen_summary_and_the_camera_none(page):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.base import Plan
 from harness.execute import interrupt
 from harness.scenarios import camera, capacity, loadgen
 from harness.scenarios import server as sv
@@ -219,13 +220,16 @@ def test_no_search_step_starts_once_the_run_was_told_to_stop():
     stop = Stop()
     tried: list[float] = []
 
-    def at(n):
+    def at(n, level):
         tried.append(n)
         stop.name = "SIGINT"
-        return capacity.Trial(n, True, {"cameras": n})
+        return capacity.Trial(n, True, {"cameras": n, "mechanism": "serial"})
+
+    def way(at):
+        return capacity.Way("serial", "one worker", at, lambda n: Plan(1, 2, 1))
 
     with loadgen.stopping(stop), pytest.raises(KeyboardInterrupt, match="SIGINT"):
-        capacity.search(at)
+        capacity.search([way(at)], 30.0, 0.9)
     assert tried == [1]
     tried.clear()
 
@@ -240,8 +244,11 @@ def test_no_search_step_starts_once_the_run_was_told_to_stop():
     assert tried == [10.0]
     # outside a run nothing stops a search (the other way)
     stop.name = None
-    lo, _, steps = capacity.search(lambda n: capacity.Trial(n, n <= 4, {}))
-    assert lo == 4 and len(steps) > 1
+    out = capacity.search(
+        [way(lambda n, lvl: capacity.Trial(n, n <= 4, {"cameras": n, "mechanism": "serial"}, "pass" if n <= 4
+                                           else "fail"))], 30.0, 0.9,
+    )  # fmt: skip
+    assert out["value"] == 4 and len(out["tried"]) > 1
 
 
 def test_no_offline_round_starts_once_the_run_was_told_to_stop(tmp_path, monkeypatch):
@@ -302,7 +309,7 @@ ORDER = ("single-stream", "multi-stream", "camera-capacity", "offline", "server"
 CUT = {
     "scenario:single-stream": "single-stream",
     "scenario:multi-stream": "multi-stream",
-    "search": "camera-capacity/streams-1/multi-stream",
+    "search": "camera-capacity/serial-1/multi-stream",
     "scenario:offline": "offline/c1-r1",
     "scenario:server": None,  # server/rate-<the start rate>
     "camera": None,
@@ -324,12 +331,25 @@ def _cells(results: Path, cache: Path) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def cut_cache(cache_dir, tmp_path_factory) -> Path:
+    """The cut runs' cache: the session's exports (a link to its exports/, so nothing is exported again) with a
+    memory cache of this module's own. A cut run measures the cell's host memory before its scenarios and keeps it
+    under <cache>/memory/; in the session's cache another module's run of the same cell (tests/test_runner.py's
+    second run, which compares it with its first) would read this module's measurement as its own."""
+    own = tmp_path_factory.mktemp("cut-cache")
+    (cache_dir / "exports").mkdir(parents=True, exist_ok=True)
+    (own / "exports").symlink_to(cache_dir / "exports", target_is_directory=True)
+    return own
+
+
 @pytest.mark.process
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "at"), MOMENTS)
-def test_a_signal_inside_a_scenario_ends_the_run_as_interrupted(tmp_path, cache_dir, sig, at):
+def test_a_signal_inside_a_scenario_ends_the_run_as_interrupted(tmp_path, cache_dir, cut_cache, sig, at):
+    started = time.time()
     env = child_env(YOLO26_TEST_INTERRUPT=sig, YOLO26_TEST_INTERRUPT_AT=at, YOLO26_TEST_TINY_SCENARIOS="1")
-    p = suite("-p", "tests.interrupt_after", *_cells(tmp_path, cache_dir), env=env)
+    p = suite("-p", "tests.interrupt_after", *_cells(tmp_path, cut_cache), env=env)
     out = p.stdout + p.stderr
     for crash in ("Fatal Python error", "Segmentation fault", "terminate called", "Aborted"):
         assert crash not in out, out[-4000:]
@@ -343,6 +363,12 @@ def test_a_signal_inside_a_scenario_ends_the_run_as_interrupted(tmp_path, cache_
     assert f"run cut is incomplete: 0 of 1 cells (interrupted by {sig})" in p.stdout, out[-4000:]
     records = (run / "cells.jsonl").read_text().splitlines() if (run / "cells.jsonl").exists() else []
     assert records == [], "the cut cell has no record: none claims a scenario result"
+    # its host memory, measured before the scenarios, is in this module's memory cache, not the session's
+    assert any("measured by run cut" in f.read_text() for f in (cut_cache / "memory").glob("*.json"))
+    assert not [
+        f for f in (cache_dir / "memory").glob("*.json")
+        if f.stat().st_mtime >= started and "measured by run cut" in f.read_text()
+    ]  # fmt: skip
     [cell] = (run / "loadgen").iterdir()
     tests = sorted(d.parent.relative_to(cell).as_posix() for d in cell.rglob(SUMMARY))
     marked = sorted(d.parent.relative_to(cell).as_posix() for d in cell.rglob(INCOMPLETE))

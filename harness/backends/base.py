@@ -165,6 +165,55 @@ class Runner(ABC):
         cell's batch (a static export, a captured graph, a compiled module that would recompile)."""
         return None
 
+    def batched_reason(self) -> str:
+        """Why `batched` is None for this runner, in words (the camera-capacity record says it)."""
+        return "the loaded model takes only its cell's batch (a static export)"
+
+    def serial(self, n: int, threads: int | None = None) -> Streams:
+        """One worker that takes the `n` cameras' frames in turn on this runner (its run plus synchronize)."""
+
+        def call(prepared: Any) -> Any:
+            result = self.run(prepared)
+            self.synchronize()
+            return result
+
+        plan = Plan(1, threads, 1, words=serial_words(threads))
+        return Streams([call], f"one worker takes the {n} cameras' frames in turn", False, plan)
+
+    def mechanisms(self, threads: int | None = None) -> list[Mechanism]:
+        """The declared ways this loaded model serves N cameras (the camera-capacity search tries each one that
+        applies): one worker taking the frames in turn; one stream per camera on this runner (`streams`, each call
+        with the whole thread budget); one batched call of the N frames where the model takes batch N. Backends
+        with a runtime throughput mode add theirs (sessions, compiled streams or method instances per worker, the
+        thread budget split between them). `threads`: the run's CPU thread budget (None on a GPU)."""
+        shared_words_ = "one stream per camera on the loaded model, each call with the whole thread budget"
+        out = [
+            Mechanism(SERIAL, "one worker takes the cameras' frames in turn", lambda n: self.serial(n, threads),
+                      lambda n: Plan(1, threads, 1, words=serial_words(threads))),
+        ]  # fmt: skip
+        if self.streams(1).concurrent:
+            out.append(
+                Mechanism(
+                    STREAMS, shared_words_,
+                    lambda n: _planned(self.streams(n), Plan(n, threads, 1, words=shared_words(n, threads))),
+                    lambda n: Plan(n, threads, 1, words=shared_words(n, threads)),
+                )
+            )  # fmt: skip
+        else:
+            why = "the runtime's calls are serialised by a lock: the same as one worker taking the frames in turn"
+            out.append(Mechanism(STREAMS, shared_words_, None, None, why))
+        if self.batched(2) is None:
+            out.append(Mechanism(BATCHED, BATCHED_WORDS, None, None, self.batched_reason(), grouped=True))
+        else:
+            out.append(
+                Mechanism(
+                    BATCHED, BATCHED_WORDS,
+                    lambda n: _planned(self.batched(n), Plan(1, threads, 1, n, batched_words(n, threads))),
+                    lambda n: Plan(1, threads, 1, n, batched_words(n, threads)), grouped=True,
+                )
+            )  # fmt: skip
+        return out
+
 
 @dataclass
 class Streams:
@@ -174,6 +223,88 @@ class Streams:
     mechanism: str
     #: False when the calls are serialised (no two run at once)
     concurrent: bool = True
+    #: what a user deploys to run them so (the camera-capacity search's mechanisms); None: not said
+    plan: Plan | None = None
+
+
+#: the camera-capacity search's mechanisms (harness.scenarios.capacity), simplest first: the order that breaks a tie
+SERIAL, STREAMS, SPLIT, INSTANCES, BATCHED = "serial", "streams", "split", "instances", "batched"
+MECHANISM_ORDER = (SERIAL, STREAMS, SPLIT, INSTANCES, BATCHED)
+BATCHED_WORDS = "one call takes the N cameras' frames as one batch"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a mechanism serves N cameras, as a user would deploy it: `workers` calls running at once, each with
+    `threads` CPU threads (None: a GPU runner), on `instances` runtime instances (sessions, compiled-model streams,
+    method instances; 1: the loaded one), `batch` frames per call; `words` says it ("2 InferenceSessions x 1
+    intra-op thread, the frames shared between them")."""
+
+    workers: int
+    threads: int | None
+    instances: int = 1
+    batch: int = 1
+    words: str = ""
+
+    def same(self) -> tuple:
+        """What identifies the deployment: one worker with one instance is one worker whichever mechanism says so
+        (the search runs it once)."""
+        if self.workers == 1 and self.instances <= 1:
+            return (1, self.threads, 1, self.batch)
+        return (self.workers, self.threads, self.instances, self.batch)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """A declared way of serving N cameras from one loaded runner (`Runner.mechanisms`): `make(n)` the calls for n
+    cameras (one per worker; `grouped`: one call takes the n frames as one batch), `plan(n)` what that deploys,
+    without loading anything; `why_not` when it does not apply to this runner (then `make` is None)."""
+
+    key: str
+    words: str
+    make: Callable[[int], Streams] | None
+    plan: Callable[[int], Plan] | None
+    why_not: str | None = None
+    grouped: bool = False
+
+
+def _threads(threads: int | None) -> str:
+    return "" if threads is None else f", {threads} thread{'s' if threads != 1 else ''}"
+
+
+def serial_words(threads: int | None) -> str:
+    return f"one worker, frames in turn{_threads(threads)}"
+
+
+def shared_words(n: int, threads: int | None) -> str:
+    if n == 1:
+        return serial_words(threads)
+    each = "" if threads is None else f", {threads} threads each"
+    return f"{n} concurrent calls on one model{each}"
+
+
+def batched_words(n: int, threads: int | None) -> str:
+    return f"one call of batch {n}{_threads(threads)}"
+
+
+def split(n: int, threads: int | None) -> tuple[int, int | None]:
+    """(workers, threads each) of the thread budget split between the streams serving n cameras: as many workers
+    as cameras up to the budget, the budget shared evenly (a worker takes the frames of its cameras in turn)."""
+    if threads is None:
+        return max(1, n), None
+    k = max(1, min(n, threads))
+    return k, max(1, threads // k)
+
+
+def _planned(streams: Streams | None, plan: Plan) -> Streams:
+    if streams is None:
+        raise RuntimeError("the runner declared a mechanism it cannot make")
+    if streams.plan is None:
+        streams.plan = plan
+    return streams
 
 
 class Backend(ABC):

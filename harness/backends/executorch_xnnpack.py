@@ -13,7 +13,18 @@ from harness.backends import register
 from harness.backends._shared.executorch_export import export_executorch
 from harness.backends._shared.executorch_runtime import ExecuTorchMethodRunner, runtime_backends
 from harness.backends._shared.probes import not_installed
-from harness.backends.base import Backend, ExportRequest, ExportResult, Runner
+from harness.backends.base import (
+    INSTANCES,
+    SPLIT,
+    Backend,
+    ExportRequest,
+    ExportResult,
+    Mechanism,
+    Plan,
+    Runner,
+    Streams,
+    serial_words,
+)
 
 log = logging.getLogger(__name__)
 
@@ -21,8 +32,57 @@ log = logging.getLogger(__name__)
 class ExecuTorchRunner(ExecuTorchMethodRunner):
     """A loaded ExecuTorch method, executed synchronously on the host."""
 
+    def __init__(self, method, export_info: dict | None = None, artifact: Path | None = None) -> None:
+        super().__init__(method, export_info)
+        #: the program file (the instances mechanism loads the method again from it); None: not kept
+        self.artifact = artifact
+        self._more: list = []  # the instances mechanism's further method instances, loaded on first use
+
     def cpu_threads(self) -> tuple[int | None, str]:
         return threadpool_threads()
+
+    def mechanisms(self, threads: int | None = None) -> list[Mechanism]:
+        """Besides the base's: method instances, one per worker, on the one XNNPACK threadpool of the process (a
+        method's calls are not known to be safe from several threads; separate instances are separate state). The
+        budget cannot be split between workers: the pool is one per process, and resizing it frees the pool the
+        loaded methods hold."""
+        out = super().mechanisms(threads)
+        out.append(Mechanism(SPLIT, "the thread budget split between workers", None, None, NO_SPLIT))
+        words = "ExecuTorch method instances, one per worker, sharing the process's XNNPACK threadpool"
+        if self.artifact is None or threads is None:
+            return [
+                *out,
+                Mechanism(INSTANCES, words, None, None, "the program file was not kept by this runner"),
+            ]
+        return [*out, Mechanism(INSTANCES, words, lambda n: self._instances(n, threads),
+                                lambda n: _instances_plan(n, threads))]  # fmt: skip
+
+    def _instances(self, n: int, threads: int) -> Streams:
+        assert self.artifact is not None
+        k = max(1, min(n, threads))
+        while len(self._more) < k - 1:
+            self._more.append(load_method(self.artifact))
+        methods = [self.method, *self._more[: k - 1]]
+        return Streams(
+            [m.execute for m in methods],
+            f"{k} instances of the ExecuTorch method (the program loaded {k} times), one per worker thread, on "
+            f"the process's XNNPACK threadpool of {threadpool_threads()[0]} threads; the {n} cameras' frames go to "
+            "whichever is free",
+            plan=_instances_plan(n, threads),
+        )
+
+
+NO_SPLIT = (
+    "ExecuTorch's XNNPACK threadpool is one per process, and resizing it frees the pool the loaded methods hold: "
+    "the budget cannot be split between workers"
+)
+
+
+def _instances_plan(n: int, threads: int) -> Plan:
+    k = max(1, min(n, threads))
+    if k == 1:
+        return Plan(1, threads, 1, words=serial_words(threads))
+    return Plan(k, threads, k, words=f"{k} method instances on one {threads}-thread pool")
 
 
 def set_threadpool(n: int | None = None) -> int:
@@ -109,4 +169,4 @@ class ExecuTorchXnnpack(Backend):
         return ExportResult(result.artifact, {**result.info, **info})
 
     def load(self, artifact: Path, cell, export_info: dict) -> Runner:
-        return ExecuTorchRunner(load_method(artifact), export_info)
+        return ExecuTorchRunner(load_method(artifact), export_info, Path(artifact))

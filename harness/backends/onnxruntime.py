@@ -18,7 +18,18 @@ from harness.backends import register
 from harness.backends._shared.ort_cuda import preload_cuda_libraries, provider_missing, require_provider
 from harness.backends._shared.precision import verdict
 from harness.backends._shared.ultralytics_export import export_with_ultralytics
-from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams
+from harness.backends.base import (
+    SPLIT,
+    Backend,
+    ExportRequest,
+    ExportResult,
+    Mechanism,
+    Plan,
+    Runner,
+    Streams,
+    serial_words,
+    split,
+)
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +154,9 @@ class OrtRunner(Runner):
 
     def __init__(self, session, artifact: Path | None = None) -> None:
         self.session = session
+        self.artifact = artifact
+        #: sessions per worker of the split mechanism, by worker count (made once, on first use)
+        self._split: dict[int, list] = {}
         inp = session.get_inputs()[0]
         self.input_name = inp.name
         self.timing_scope = (
@@ -173,6 +187,62 @@ class OrtRunner(Runner):
             f"one InferenceSession called from {n} threads at once (InferenceSession.run is thread-safe; each "
             "call uses the session's intra-op thread pool)",
         )
+
+    def _batch_dynamic(self) -> bool:
+        dim = self.session.get_inputs()[0].shape[0]
+        return not isinstance(dim, int)
+
+    def batched_reason(self) -> str:
+        shape = self.session.get_inputs()[0].shape
+        return (
+            f"the ONNX graph's input has a static batch ({shape}): a dynamic-batch export would take N frames"
+        )
+
+    def batched(self, n: int) -> Streams | None:
+        if not self._batch_dynamic():
+            return None
+        return Streams([self.run], f"one InferenceSession call on a batch of {n} frames (dynamic batch)")
+
+    def mechanisms(self, threads: int | None = None) -> list[Mechanism]:
+        """Besides the base's: the thread budget split between InferenceSessions, one per worker (ONNX Runtime's
+        way of serving several streams at once: each session its own intra-op pool of budget/k threads)."""
+        out = super().mechanisms(threads)
+        words = "one InferenceSession per worker, the thread budget split between them"
+        if self.timing_scope != "model" or self.artifact is None or threads is None:
+            why = "a session per worker splits the CPU thread budget: a CPU session loaded from its file only"
+            return [*out, Mechanism(SPLIT, words, None, None, why)]
+        return [
+            *out,
+            Mechanism(SPLIT, words, lambda n: self._sessions(n, threads), lambda n: _split_plan(n, threads)),
+        ]
+
+    def _sessions(self, n: int, threads: int) -> Streams:
+        import onnxruntime as ort
+
+        k, t = split(n, threads)
+        if k not in self._split:
+            self._split[k] = [
+                ort.InferenceSession(
+                    str(self.artifact),
+                    sess_options=session_options(t),
+                    providers=self.session.get_providers(),
+                )
+                for _ in range(k)
+            ]
+        calls = [lambda p, s=s: s.run(None, p) for s in self._split[k]]
+        return Streams(
+            calls,
+            f"{k} InferenceSessions with intra_op_num_threads={t} each, one per worker thread; the {n} cameras' "
+            "frames go to whichever is free",
+            plan=_split_plan(n, threads),
+        )
+
+
+def _split_plan(n: int, threads: int) -> Plan:
+    k, t = split(n, threads)
+    if k == 1:
+        return Plan(1, t, 1, words=serial_words(t))
+    return Plan(k, t, k, words=f"{k} InferenceSessions x {t} thread{'s' if t != 1 else ''}")
 
 
 @register

@@ -21,7 +21,18 @@ from harness.backends._shared.artifact_files import only_file, recorded_file
 from harness.backends._shared.precision import verdict
 from harness.backends._shared.probes import not_installed
 from harness.backends._shared.ultralytics_export import export_with_ultralytics, no_font_download
-from harness.backends.base import Backend, ExportRequest, ExportResult, Runner, Streams
+from harness.backends.base import (
+    SPLIT,
+    Backend,
+    ExportRequest,
+    ExportResult,
+    Mechanism,
+    Plan,
+    Runner,
+    Streams,
+    serial_words,
+    split,
+)
 from harness.threads import GPU_CELL_REASON
 
 log = logging.getLogger(__name__)
@@ -110,9 +121,15 @@ def runtime_precision(compiled) -> tuple[str | None, str, dict | None]:
 class OpenVinoRunner(Runner):
     """A compiled model with one reusable infer request (synchronous inference)."""
 
-    def __init__(self, compiled, device: str = "cpu") -> None:
+    def __init__(
+        self, compiled, device: str = "cpu", core=None, read=None, config: dict | None = None
+    ) -> None:
         self.compiled = compiled
         self.device = device
+        #: what compiled it: the core, a reader of the IR (the model itself is not kept), the properties (the split
+        #: mechanism compiles the model again with streams); None: not kept
+        self.core, self.read, self.config = core, read, dict(config or {})
+        self._split: dict[int, tuple] = {}  # worker count -> (compiled model, infer requests)
         self.request = compiled.create_infer_request()
         self.precision_executed, self.precision_source, self.precision_detail = runtime_precision(compiled)
         if self.precision_detail is not None:
@@ -143,6 +160,9 @@ class OpenVinoRunner(Runner):
         return self.request.infer(prepared, share_inputs=True, share_outputs=False)
 
     def outputs(self, result) -> list[np.ndarray]:
+        # a request of another compiled model (the split mechanism's) gives its outputs in order
+        if isinstance(result, tuple):
+            return [np.asarray(r, dtype=np.float32) for r in result]
         return [np.asarray(result[o], dtype=np.float32) for o in self.compiled.outputs]
 
     def streams(self, n: int) -> Streams:
@@ -160,6 +180,80 @@ class OpenVinoRunner(Runner):
             f"{n} infer requests of one compiled model, one per thread (infer releases the GIL); the compiled "
             f"model has {streams if streams is not None else 'an unreported number of'} execution stream(s)",
         )
+
+    def _batch_dynamic(self) -> bool:
+        try:
+            return self.compiled.inputs[0].get_partial_shape()[0].is_dynamic
+        except Exception:
+            return False
+
+    def batched_reason(self) -> str:
+        try:
+            shape = self.compiled.inputs[0].get_partial_shape()
+        except Exception:
+            shape = "not reported"
+        return (
+            f"the compiled model's input has a static batch ({shape}): a dynamic-batch IR would take N frames"
+        )
+
+    def batched(self, n: int) -> Streams | None:
+        if not self._batch_dynamic():
+            return None
+        return Streams([self.run], f"one infer request on a batch of {n} frames (dynamic batch)")
+
+    def mechanisms(self, threads: int | None = None) -> list[Mechanism]:
+        """Besides the base's: OpenVINO's throughput mode, the model compiled again with one execution stream per
+        worker (NUM_STREAMS) sharing the thread budget (INFERENCE_NUM_THREADS), one infer request per worker."""
+        out = super().mechanisms(threads)
+        words = "OpenVINO execution streams of one compiled model (throughput mode), the thread budget split"
+        if self.device != "cpu" or self.core is None or self.read is None or threads is None:
+            why = "OpenVINO's CPU streams split the thread budget: a CPU model compiled by this runner only"
+            return [*out, Mechanism(SPLIT, words, None, None, why)]
+        return [
+            *out,
+            Mechanism(
+                SPLIT, words, lambda n: self._streams_of(n, threads), lambda n: _split_plan(n, threads)
+            ),
+        ]
+
+    def _streams_of(self, n: int, threads: int) -> Streams:
+        k, _ = split(n, threads)
+        if k not in self._split:
+            config = {
+                **self.config,
+                "PERFORMANCE_HINT": "THROUGHPUT",
+                "NUM_STREAMS": k,
+                "INFERENCE_NUM_THREADS": threads,
+            }
+            compiled = self.core.compile_model(self.read(), OV_DEVICE[self.device], config)
+            self._split[k] = (compiled, [compiled.create_infer_request() for _ in range(k)])
+        compiled, requests = self._split[k]
+        got = _property(compiled, "NUM_STREAMS"), _property(compiled, "INFERENCE_NUM_THREADS")
+
+        def on(request):
+            return lambda p: request.infer(p, share_inputs=True, share_outputs=False).to_tuple()
+
+        return Streams(
+            [on(r) for r in requests],
+            f"one model compiled with NUM_STREAMS={got[0]} and INFERENCE_NUM_THREADS={got[1]} (as the compiled "
+            f"model reports them; asked {k} and {threads}), {k} infer requests, one per worker thread; the {n} "
+            "cameras' frames go to whichever is free",
+            plan=_split_plan(n, threads),
+        )
+
+
+def _property(compiled, name: str):
+    try:
+        return compiled.get_property(name)
+    except Exception:
+        return "not reported"
+
+
+def _split_plan(n: int, threads: int) -> Plan:
+    k, t = split(n, threads)
+    if k == 1:
+        return Plan(1, t, 1, words=serial_words(t))
+    return Plan(k, t, k, words=f"OpenVINO {k} streams x {t} thread{'s' if t != 1 else ''}")
 
 
 def compile_config(cell, threads: int | None = None, precision_hint: str | None = None) -> dict:
@@ -237,8 +331,15 @@ class OpenVino(Backend):
             artifact
         ).is_dir():  # the IR directory: the .xml and .bin the export recorded, nothing else in it
             xml = recorded_file(Path(artifact), export_info, "ir_xml")
-            model = core.read_model(str(xml), str(recorded_file(Path(artifact), export_info, "ir_bin")))
+            weights = recorded_file(Path(artifact), export_info, "ir_bin")
+
+            def read():
+                return core.read_model(str(xml), str(weights))
         else:
-            model = core.read_model(str(artifact))
-        compiled = core.compile_model(model, OV_DEVICE[cell.device], compile_config(cell))
-        return OpenVinoRunner(compiled, cell.device)
+
+            def read():
+                return core.read_model(str(artifact))
+
+        config = compile_config(cell)
+        compiled = core.compile_model(read(), OV_DEVICE[cell.device], config)
+        return OpenVinoRunner(compiled, cell.device, core=core, read=read, config=config)

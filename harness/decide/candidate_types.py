@@ -47,6 +47,13 @@ class CandidateCase:
     strict_overlap: bool = False  # rate steps: intervals that touch at one end are apart
     # within a tie, order by the second objective (harness.decide.tie_order) and advise; False: the figure's order
     second_objective: bool = True
+    #: the use case's own check on the candidate's record, beside its figure's (`own`): None when it passes, else
+    #: why in words (or (why, shortfall), the shortfall relative, for the nearest miss): a drone's memory budget,
+    #: say, with no figure of its own
+    check: Callable[[CellRecord, Constraints], str | tuple[str, float] | None] | None = None
+    #: the names the rejections give the two checks (`own` and `check`)
+    own_name: str = ""
+    check_name: str = "own check"
 
 
 @dataclass

@@ -38,6 +38,9 @@ def _scored(s: Scored) -> dict:
         "interval_how": s.fig.interval_how,
         "figure_source": s.fig.source,
         "figure_note": s.fig.note,
+        # which statistic decided, where the figure is not the use case's own (the p90 where the p99 is unbounded)
+        "figure_decided_by": s.fig.said or None,
+        "judged_value": s.fig.judged,
         "accuracy": acc.map50_95 if acc.source == "measured" else acc.coco,
         "accuracy_source": acc.source,
         "accuracy_detail": acc.as_dict(),

@@ -45,8 +45,8 @@ def _latency_factor_needed(dec: CandidateDecision, s: Scored) -> float | None:
     own = [m for m in dec.misses if m.scored is s and m.rejection.constraint in ("frame time", "p99 bound")]
     if not own:
         return None
-    if dec.case.key == "camera":
-        return (1000.0 / dec.cons.camera_fps) / s.fig.value
+    if own[0].rejection.constraint == "frame time":  # the camera's, or a use case's own frame rate
+        return 1.0 / (1.0 + own[0].shortfall)
     # a rate use case with no passing rate: the e2e p99 (or slowest round) against the bound
     bound = dec.cons.server_bound_ms or 100.0
     worst = e2e(s.cand.rec, "p99") or e2e(s.cand.rec, "max")
@@ -168,7 +168,7 @@ def nearest_miss(dec: CandidateDecision) -> dict | None:
         return out
     cfg = _cfg(chosen[0])
     est = (
-        f"estimated {fmt(closest.fig.value * chosen[1]) if dec.case.key == 'camera' else fmt(chosen[1], 2) + '×'}"
+        f"estimated {fmt(closest.fig.limit_value * chosen[1]) if dec.case.key == 'camera' else fmt(chosen[1], 2) + '×'}"
         f" ({chosen[2]}; needs {need:.2f}×)"
         if chosen[1] is not None
         else f"could meet it: {chosen[2]}"

@@ -100,11 +100,48 @@ def _detail(name: str, res: dict) -> str:
         b, c, ci = number(res, "batch"), number(res, "concurrency"), span_text(span(res, "ips_interval"))
         head = f"batch {int(b)} × {int(c)} streams" if b and c else ""
         return head + (f" · [{ci}]" if ci else "")
+    if name == "camera-capacity":
+        return capacity_detail(res)
     if name == "camera":
         fps = res.get("fps") if isinstance(res.get("fps"), dict) else {}
         return " · ".join(f"{k} FPS missed {pct(number(v, 'missed_share'))}" for k, v in sorted(fps.items()))
     return ""
 
+
+def capacity_detail(res: dict) -> str:
+    """Every mechanism's answer (`serial 2 [fails at 3]`, `split 2 [fails at 3] (2 InferenceSessions x 1 thread)`,
+    `batched: does not apply`), what stayed undecided, and what the search cost."""
+    n = fmt_num
+    parts = []
+    mechanisms = res.get("mechanisms") if isinstance(res.get("mechanisms"), dict) else {}
+    for key, m in mechanisms.items():
+        if not isinstance(m, dict):
+            continue
+        if m.get("applies") is False:
+            parts.append(f"{key}: does not apply")
+            continue
+        iv = m.get("interval")
+        value = "not one" if m.get("value") is None else str(m.get("value"))
+        hi = iv[1] if isinstance(iv, list) and len(iv) > 1 and isinstance(iv[1], int) else None
+        text = f"{key} {value}" + (f" [fails at {hi}]" if hi is not None else "")
+        if isinstance(m.get("possibly"), int):
+            text += f", possibly {m['possibly']}"
+        if m.get("deploy") and key != res.get("mechanism"):
+            text += f" ({m['deploy']})"
+        parts.append(text + ("" if m.get("settled", True) else " (screened)"))
+    if res.get("deploy"):
+        parts.insert(0, f"by {res['deploy']}")
+    if isinstance(res.get("possibly"), int):
+        parts.append(f"{res['possibly']} undecided at this duration")
+    cost = res.get("cost") if isinstance(res.get("cost"), dict) else {}
+    secs, runs = number(cost, "seconds"), number(cost, "runs")
+    if secs is not None:
+        parts.append(f"{int(runs or 0)} runs, {n(secs)} s")
+    return " · ".join(parts)
+
+
+#: the scenario table's columns, in order (the camera-capacity search's beside the multi-stream run it extends)
+COLUMNS = ("single-stream", "multi-stream", "camera-capacity", "server", "offline", "camera")
 
 FileHref = Callable[[RunIndex, object], "str | None"]
 
@@ -121,6 +158,10 @@ def _shown(idx: RunIndex, rec: CellRecord, name: str, notes: Notes, files: FileH
         why = str(res.get("reason") or null_reason(rec, f"scenarios.{name}.value"))
         return ScenarioShown(name, "n/a", _detail(name, res), valid, rule, notes.ref(why), href)
     text = f"{pct(value)}" if unit in ("share", "fraction") else f"{fmt_num(value)} {unit}".strip()
+    if unit == "cameras":  # a count; an undecided larger one beside it
+        text = f"{int(value)} cameras" + (
+            f", possibly {res['possibly']}" if isinstance(res.get("possibly"), int) else ""
+        )
     if res.get("valid") is False and res.get("reason"):
         rule += f" — not valid: {res['reason']}"
     return ScenarioShown(name, text, _detail(name, res), valid, rule, loadgen_href=href)
@@ -160,7 +201,7 @@ def scenario_rows(
                     workload=_workload(rec),
                     backend=rec.backend,
                     device=rec.device,
-                    scenarios=[_shown(idx, rec, name, notes, files) for name in SCENARIOS],
+                    scenarios=[_shown(idx, rec, name, notes, files) for name in COLUMNS],
                     log_href=href(idx, rec),
                 )
             )

@@ -1,6 +1,7 @@
 """Use-case scenarios of one loaded runner, driven by MLPerf LoadGen: single-stream, multi-stream, server and
 offline (harness.scenarios.results, harness.scenarios.server), how many cameras it serves at a frame rate
-(harness.scenarios.capacity: a search over MultiStream runs), and the harness's own camera check
+and how to deploy them (harness.scenarios.capacity: a search over MultiStream runs of every way the runner
+declares of serving N cameras), and the harness's own camera check
 (harness.scenarios.camera: LoadGen has no such scenario).
 
 The harness provides LoadGen's system under test (the runner's end-to-end call on its streams,
@@ -23,9 +24,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.backends.base import Streams
 from harness.measure.pipeline import for_runner
 from harness.scenarios import camera as camera_check
-from harness.scenarios import loadgen
+from harness.scenarios import capacity, loadgen
 from harness.scenarios import server as server_scenario
 from harness.scenarios.capacity import camera_capacity
 from harness.scenarios.results import Target, multi_stream, single_stream
@@ -73,11 +75,16 @@ def stretched(call: Callable[[Any], Any], factor: float) -> Callable[[Any], Any]
     return slow
 
 
-def streams_for(runner, cell, cfg: ScenarioConfig) -> Callable[[int], tuple[list[loadgen.Query], str]]:
-    """`n` -> n query functions, one per stream of the runner: query(i) is one end-to-end call on image i."""
+def streams_for(
+    runner, cell, cfg: ScenarioConfig, make_streams: Callable[[int], Streams] | None = None
+) -> Callable[[int], tuple[list[loadgen.Query], str]]:
+    """`n` -> the query functions of n streams of the runner (one per call `make_streams(n)` gives: by default
+    `runner.streams(n)`, one per stream; one for a worker taking the frames in turn): query(i) is one end-to-end
+    call on image i."""
+    make_streams = make_streams or runner.streams
 
     def make(n: int) -> tuple[list[loadgen.Query], str]:
-        streams = runner.streams(n)
+        streams = make_streams(n)
         queries: list[loadgen.Query] = []
         for call in streams.calls:
             pipes = [
@@ -95,7 +102,7 @@ def streams_for(runner, cell, cfg: ScenarioConfig) -> Callable[[int], tuple[list
 
 
 def batched_for(
-    runner, cell, cfg: ScenarioConfig
+    runner, cell, cfg: ScenarioConfig, make_streams: Callable[[int], Streams] | None = None
 ) -> Callable[[int], tuple[list[loadgen.BatchQuery], str]] | None:
     """`n` -> one batch query: the n samples LoadGen issues together as one end-to-end call of batch n (the frame
     of the first sample, n times, as the harness's batch cells run); None where the runner takes only its cell's
@@ -104,7 +111,7 @@ def batched_for(
         return None
 
     def make(n: int) -> tuple[list[loadgen.BatchQuery], str]:
-        streams = runner.batched(n)
+        streams = (make_streams or runner.batched)(n)
         call = stretched(streams.calls[0], cfg.slowdown)
         at_n = replace(cell, batch=n)
         pipes = [for_runner(runner, at_n, image=name, call=call) for name in cfg.images]
@@ -115,6 +122,25 @@ def batched_for(
         return [query], streams.mechanism
 
     return make
+
+
+def ways_for(runner, cell, cfg: ScenarioConfig, target: Target, expected_ms: float) -> list[capacity.Way]:
+    """The camera-capacity search's ways: every mechanism the runner declares (harness.backends.base.Runner.
+    mechanisms, with the run's thread budget on a CPU), each as LoadGen MultiStream runs of its own streams; those
+    that do not apply keep why."""
+    threads = cfg.threads if cell.device == "cpu" else None
+    ways = []
+    for m in runner.mechanisms(threads):
+        why = m.why_not
+        if m.grouped and cell.batch != 1 and why is None:
+            why = f"the cell is batched already (batch {cell.batch})"
+        if why is not None or m.make is None:
+            ways.append(capacity.Way(m.key, m.words, None, None, why or "not applicable"))
+            continue
+        make = batched_for(runner, cell, cfg, m.make) if m.grouped else streams_for(runner, cell, cfg, m.make)
+        tgt = replace(target, streams_for=make, grouped=m.grouped)
+        ways.append(capacity.way_of(m.key, m.words, tgt, m.plan, cfg.camera_fps, expected_ms))
+    return ways
 
 
 def skipped(name: str, why: str) -> dict:
@@ -170,11 +196,11 @@ def _run_all(
         p50 = out["single-stream"].get("p50") or p50  # LoadGen's, with the slowdown if any
         guarded("multi-stream", lambda: multi_stream(target, n, 0.5 * p50))
         if cfg.camera_fps > 0:
-            batched = batched_for(runner, cell, cfg)
-            batched_target = replace(target, streams_for=batched, grouped=True) if batched else None
             guarded(
                 "camera-capacity",
-                lambda: camera_capacity(target, cfg.camera_fps, 0.5 * p50, batched=batched_target),
+                lambda: camera_capacity(
+                    target, cfg.camera_fps, 0.5 * p50, ways_for(runner, cell, cfg, target, 0.5 * p50)
+                ),
             )
         guarded(
             "offline",

@@ -43,6 +43,9 @@ class Durations:
     #: LoadGen Server runs the rate search may spend
     server_steps: int
     single_percentile: float = 0.90
+    #: the most a MultiStream run may last (0: no cap; LoadGen's `max_duration_ms`): a run it cuts has fewer than
+    #: its queries and is INVALID (the camera-capacity search caps its screening runs, whose slow ones fail anyway)
+    multi_max_ms: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -153,6 +156,8 @@ def loadgen_settings(
         s.multi_stream_expected_latency_ns = int(expected_ns)
         s.multi_stream_target_latency_percentile = d.multi_percentile
         s.min_duration_ms, s.min_query_count = d.multi_ms, d.multi_queries
+        if d.multi_max_ms:
+            s.max_duration_ms = d.multi_max_ms
     elif scenario == SERVER:
         if rate is None or bound_ms is None:
             raise ValueError("a server run needs its rate and its latency bound")

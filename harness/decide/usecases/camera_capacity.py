@@ -1,10 +1,12 @@
 """How many cameras this machine serves at --camera-fps (default 30), on each machine.
 
-Objective: the most cameras, any size, shape, precision and backend. Constraint: the per-query latency of a LoadGen
-MultiStream run with one sample per camera (p90 under the short durations, p99 under MLPerf's) within the frame
-time, VALID; then the common ones. Figure: the camera-capacity search's interval where it ran
-(harness.scenarios.capacity), else bounded by the multi-stream and single-stream figures (harness.decide.capacity,
-said so). Tie rule: configurations with the same interval cannot be told apart; within them, the least host memory
+Objective: the most cameras, any size, shape, precision, backend and way of serving them (one worker taking the
+frames in turn, a stream per camera, the thread budget split between runtime instances, one batched call).
+Constraint: the per-query latency of a LoadGen MultiStream run with one sample per camera (p90 under the short
+durations, p99 under MLPerf's) within the frame time, VALID, decided on LoadGen's early-stopping bound; then the
+common ones. Figure: the camera-capacity search's interval and its mechanism where it ran
+(harness.scenarios.capacity; "N, possibly N+1" where the bound stayed undecided), else bounded by the multi-stream
+and single-stream figures (harness.decide.capacity, said so). Tie rule: configurations with the same interval cannot be told apart; within them, the least host memory
 first. When not one configuration serves one camera: the nearest miss, never "0 cameras" as a pick.
 """
 
@@ -33,7 +35,13 @@ def _constraint(cons: Constraints) -> str:
 def _order(item: tuple[Candidate, Capacity]) -> tuple:
     c, cap = item
     mem = c.memory_mib()
-    return (-(cap.lo or 0), -(cap.hi or math.inf), mem if mem is not None else math.inf, str(c.rec.cell_id))
+    return (
+        -(cap.lo or 0),
+        -(cap.possibly or 0),
+        -(cap.hi or math.inf),
+        mem if mem is not None else math.inf,
+        str(c.rec.cell_id),
+    )
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,11 @@ class CameraCapacity:
                 UseCaseAnswer(KEY, title, OBJECTIVE, none_reason=why, nearest_miss=nm, **base), entry
             )
         best = serving[0]
-        same = [s for s in serving[1:] if (s[1].lo, s[1].hi) == (best[1].lo, best[1].hi)]
+        same = [
+            s
+            for s in serving[1:]
+            if (s[1].lo, s[1].possibly, s[1].hi) == (best[1].lo, best[1].possibly, best[1].hi)
+        ]
         picks = [self._pick(c, cap, machine, cons) for c, cap in serving]
         entry["pick"] = self._entry_pick(*best, cons)
         entry["tied_with"] = [self._entry_pick(c, cap, cons) for c, cap in same]
@@ -134,10 +146,16 @@ class CameraCapacity:
             "figure": cap.text(cons.camera_fps),
             "value": cap.lo,
             "interval": [cap.lo, cap.hi],
-            "interval_how": "last passing to first failing camera count (null: none failed)",
+            "interval_how": "last passing to first failing camera count (null: none failed); a count between them "
+            "left undecided by LoadGen's early-stopping bound is `possibly`",
             "figure_source": cap.source,
             "figure_note": cap.how,
             "mechanism": cap.mechanism or None,
+            "deploy": cap.deploy or None,
+            "possibly": cap.possibly,
+            "undecided": (
+                f"{cap.possibly} cameras undecided at this duration" if cap.possibly is not None else None
+            ),
             "memory_mib": c.memory_mib(),
             "host_bound": host_bound.of(c.rec, c.idx),
         }
