@@ -12,7 +12,7 @@ import pytest
 
 from harness.check import cli
 from harness.check.relations import RELATIONS, check_record, check_records
-from harness.core.record import CellRecord
+from harness.core.record import CellRecord, Roofline
 from harness.core.results_dir import read_records
 
 DATA = Path(__file__).parent / "data" / "gpu_h100"
@@ -97,6 +97,15 @@ def _no_gap(rec: CellRecord, stages: float = 1.0, scatter: float | None = None) 
     return _broken(rec, e2e=e2e, stages_ms=staged, latency_e2e_ms=lat)
 
 
+def _roofline(rec: CellRecord, bound_share: float) -> Roofline:
+    """A roofline section for `rec` whose achieved rate (5.4 GFLOP over its p50) is `bound_share` of its bound."""
+    achieved = 5.4e9 / (rec.latency_ms.p50 / 1000)
+    return Roofline(
+        flops=5.4e9, achieved_flops_s=achieved, precision="fp32", peak_flops_s=achieved / bound_share,
+        bound_flops_s=achieved / bound_share, bound_by="compute", peak_of="fp32",
+    )  # fmt: skip
+
+
 def test_each_relation_breaks_on_a_record_with_one_figure_changed(good):
     lat, dev, mem, en = good.latency_ms, good.device_latency_ms, good.memory, good.energy
     cases = {
@@ -136,6 +145,8 @@ def test_each_relation_breaks_on_a_record_with_one_figure_changed(good):
             _broken(good, energy=dataclasses.replace(en, inferences=en.inferences + 1)),
             _broken(good, energy=dataclasses.replace(en, window_s=0.5)),
         ],
+        # a cell that beats its machine's measured bound (tests/test_roofline.py has the rest)
+        "roofline-bound": [_broken(good, roofline=_roofline(good, bound_share=1.2))],
     }
     assert set(cases) == set(RELATIONS)
     for relation, recs in cases.items():
@@ -152,6 +163,7 @@ def test_what_each_relation_lets_pass(good):
         en, window_s=0.5, source=en.source + "; energy window 0.50 s is shorter than 1.0 s"
     )
     assert check_record(_broken(good, memory=near)) == []
+    assert check_record(_broken(good, roofline=_roofline(good, bound_share=1.09))) == []  # within +10%
     assert check_record(_broken(good, e2e={**good.e2e, "gap": -0.049})) == []
     dev = [d + 0.005 if i == 0 else d for i, d in enumerate(good.device_samples_ms)]
     assert check_record(_broken(good, device_samples_ms=dev)) == []

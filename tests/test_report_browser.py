@@ -45,8 +45,8 @@ def test_report_renders_in_headless_chromium(tmp_path):
     url = index.resolve().as_uri()
     dom = chromium("--dump-dom", url, profile=tmp_path / "profile")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    # Chromium parsed the whole page: the last section and the plots are in its DOM
-    assert 'id="notes"' in dom.stdout and dom.stdout.count('class="plot"') == 4
+    # Chromium parsed the whole page: the last section and the plots (4, and a roofline per machine) are in it
+    assert 'id="notes"' in dom.stdout and dom.stdout.count('class="plot"') == 4 + 2
 
     shot = tmp_path / "report.png"
     res = chromium("--window-size=1400,2400", f"--screenshot={shot}", url, profile=tmp_path / "profile")

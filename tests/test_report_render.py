@@ -161,7 +161,10 @@ def test_self_contained_no_script_no_remote_resources(both):
     assert not doc.all("script") and not doc.all("link") and not doc.all("img")
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
     assert "@import" not in html and "url(http" not in html
-    assert len(doc.all("svg", cls="plot")) == 4  # the four plots are inline SVG
+    # the four plots and one roofline per machine are inline SVG
+    assert len(doc.all("svg", cls="plot")) == 4 + 2
+    rooflines = [f.attrs["data-plot"] for f in doc.all("figure") if "roofline" in f.attrs["data-plot"]]
+    assert rooflines == ["roofline-0", "roofline-1"]
 
 
 # -- header --------------------------------------------------------------------------------------------------
@@ -833,3 +836,53 @@ def test_compile_time_column_when_a_record_has_one(both, cpu_only):
     assert _row(doc, "latency", other.cell_id, 1)["compile_s"].text().startswith("n/a")
     _, cpu_doc = cpu_only  # no record of the CPU run compiles: no column
     assert not cpu_doc.all("td", data_col="compile_s")
+
+
+# -- how close to the machine ----------------------------------------------------------------------------------------
+def test_share_of_peak_column_roofline_section_and_pick_lines_read_the_runs_peaks(tmp_path, cpu_only):
+    """With the run's measured peaks in env.json, every ok CPU cell's share of peak is its counted work over its p50
+    over the fp32 peak, in the latency table, the section's table, the pick's line and decision.json; without them
+    (the fixture as committed) the same places say n/a with the reason."""
+    from harness.core import model_work
+    from harness.core.roofline import NO_PEAKS, share_text
+
+    run = tmp_path / CPU_RUN.name
+    shutil.copytree(CPU_RUN, run)
+    env = json.loads((run / "env.json").read_text())
+    peak = 400e9  # a test figure, not a measurement: what matters is that the page divides by it
+    env["peaks"] = {
+        "cpu": {"threads": 2, "compute": {"fp32": peak}, "bandwidth": 20e9, "how": {"fp32": "a test figure"}},
+        "cuda": None,
+        "null_reasons": {"cuda": "no CUDA device"},
+        "measured_in_s": 3.0,
+    }
+    (run / "env.json").write_text(json.dumps(env))
+    index = render_report([run], tmp_path / "reports")
+    doc = parse(index)
+    rooflines = [f.attrs["data-plot"] for f in doc.all("figure") if "roofline" in f.attrs["data-plot"]]
+    assert rooflines == ["roofline-0"]
+    assert "cpu at 2 thread(s): fp32 400 GFLOP/s (a test figure)" in doc.one(id="roofline").text()
+    shown = 0
+    for rec in read_records(run):
+        if rec.status != "ok" or rec.device != "cpu" or rec.precision_executed != "fp32" or rec.remedy:
+            continue
+        work, _ = model_work.lookup(rec.size, rec.task, rec.head, rec.height, rec.width, rec.batch)
+        if work is None:
+            continue
+        want = share_text(work["flops"] / (rec.latency_ms.p50 / 1000) / peak)
+        assert _row(doc, "latency", rec.cell_id)["peak_share"].text() == want, rec.cell_id
+        assert _row(doc, "roofline", rec.cell_id)["share_of_peak"].text() == want, rec.cell_id
+        assert _row(cpu_only[1], "latency", rec.cell_id)["peak_share"].text().startswith("n/a")
+        shown += 1
+    assert shown >= 3
+    winner = doc.one("div", cls="rec", data_key="cpu-edge").one("div", cls="winner")
+    assert "of this machine's roofline bound" in winner.one("div", cls="roofline").text()
+    before = cpu_only[1].one("div", cls="rec", data_key="cpu-edge").one("div", cls="winner")
+    no_peaks = "the machine's limit is not known: " + NO_PEAKS.split(" (")[0]
+    assert no_peaks in before.one("div", cls="roofline").text()
+    for page, has_peak in ((index, True), (cpu_only[0], False)):
+        decision = json.loads((page.parent / "decision.json").read_text())
+        pick = next(e["pick"] for e in decision["decisions"] if e.get("pick") and e["pick"].get("roofline"))
+        assert pick["roofline"]["achieved_flops_s"] > 0
+        assert (pick["roofline"]["share_of_peak"] is not None) is has_peak
+        assert has_peak or pick["roofline"]["null_reasons"]["share_of_peak"] == NO_PEAKS

@@ -36,8 +36,13 @@ def _runner(tmp_path, cache_dir, run_id="r1", **kw) -> CellRunner:
 def first_run(tmp_path_factory, cache_dir):
     """One run over the four CPU backends as one workload (export phase, then interleaved timing); the records are
     shared by the tests below."""
+    from harness.core import envinfo
+    from harness.measure import machine
+
     out = tmp_path_factory.mktemp("results")
     r = _runner(out, cache_dir, accuracy=True, e2e=True, scenarios="screen")  # the defaults: a whole record
+    # env.json as a suite run writes it before any cell: the machine's measured peaks the roofline stage reads
+    envinfo.write(r.config.run_dir, envinfo.collect("r1", facts=machine.facts(r.config.threads, speed=False)))
     cells = [Cell("n", "detect", "e2e", b, "cpu", SHAPE) for b in CPU_BACKENDS]
     r.prepare(cells)
     by_id = r.run_workload(cells)
@@ -96,6 +101,28 @@ def test_cpu_backend_record_is_ok_and_complete(first_run, backend):
         assert rec.export_s is None and "no export step" in rec.null_reasons["export_s"]
     assert "memory.device_peak_used_mib" in rec.null_reasons
     assert "CPU cell" in rec.null_reasons["energy.per_inference_j"]
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_each_ok_cell_reads_against_the_machines_measured_peaks(first_run):
+    """The roofline stage: the work counted on the reference parity ran (the committed table's count of the same
+    architecture), the run's env.json peaks, each share below the bound (check's roofline-bound holds)."""
+    from harness.check.relations import check_record
+    from harness.core.model_work import key, table
+
+    out, recs = first_run
+    peaks = json.loads((out / "r1" / "env.json").read_text())["peaks"]
+    counted = table()["entries"][key("n", "detect", "e2e", 160, 160, standin=True)]  # the stand-in: 5 classes
+    for backend, rec in recs.items():
+        r = rec.roofline
+        assert r is not None and r.flops == counted["flops"], backend
+        assert "FlopCounterMode" in r.work_source and r.peaks_source.startswith("env.json peaks of run r1")
+        assert r.achieved_flops_s == pytest.approx(r.flops / (rec.latency_ms.p50 / 1000))
+        assert r.precision == "fp32" and r.peak_flops_s == peaks["cpu"]["compute"]["fp32"]
+        assert 0 < r.share_of_peak <= r.share_of_bound < 1.1, backend
+        assert r.bound_by in ("compute", "memory") and unexplained_nulls(rec) == []
+        assert [f for f in check_record(rec) if f.relation == "roofline-bound"] == []
 
 
 @pytest.mark.slow
@@ -205,6 +232,9 @@ def test_env_json_has_machine_and_versions(tmp_path):
     assert d["host"]["cpu_cores_logical"] >= 1 and d["host"]["ram_gb"] > 0
     assert d["libraries"]["torch"].startswith("2.13") and d["libraries"]["ultralytics"]
     assert d["gpu"] == [] and d["gpu_reason"]
+    # the machine's measured peaks (harness.measure.peaks), CUDA null with its reason on this CPU machine
+    assert d["peaks"]["cpu"]["compute"]["fp32"] > 0 and d["peaks"]["cpu"]["bandwidth"] > 0
+    assert d["peaks"]["cuda"] is None and d["peaks"]["null_reasons"]["cuda"] == "no CUDA device"
 
 
 @pytest.mark.slow

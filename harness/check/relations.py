@@ -25,6 +25,11 @@ and tolerances are documented in docs/gpu.md ("Relations a record's figures sati
   the p50s of the per-round samples (`device_samples_ms`, `samples_ms`) when both are recorded, and the summary
   p50s (`device_latency_ms.p50`, `latency_ms.p50`) when both are there (a summary that disagrees with its own
   rounds is named too). Device time is inside host time for the same rounds, so its p50 is too.
+- roofline-bound: an ok cell's achieved rate (its counted `roofline.flops` over its model-only p50; the recorded
+  `roofline.achieved_flops_s` where those are not both there) is not above its machine's measured roofline bound
+  (`roofline.bound_flops_s`: the lower of the compute peak for its precision and intensity x bandwidth) by more
+  than ROOFLINE_TOL. A cell that beats the hardware is a measurement defect: a wrong clock, a skipped computation,
+  a work count of another graph, or a peak measured low.
 """
 
 from __future__ import annotations
@@ -52,6 +57,11 @@ E2E_TOL = 0.05
 E2E_SCATTER_K = 2.0
 #: CUDA events resolve about 0.5 us; the end event of a synchronised round runs just after the host's wait returns
 DEVICE_TOL_MS = 0.01
+
+#: a cell may run above its machine's measured roofline bound by this share before it breaks roofline-bound: the
+#: bound's own uncertainty (the measured peaks agree with a plain matrix-product loop timed apart within 10%,
+#: benchmarks/peak_agreement.py; a peak is one run's best rate on a machine whose speed moves)
+ROOFLINE_TOL = 0.10
 
 LATENCY_SECTIONS = ("latency_ms", "device_latency_ms", "latency_e2e_ms")
 
@@ -226,6 +236,30 @@ def device_p50_within_host(rec: CellRecord) -> list[str]:
     return [b for b in out if b is not None]
 
 
+def _rate(v: float) -> str:
+    return f"{v / 1e9:.4g} GFLOP/s"
+
+
+def roofline_bound(rec: CellRecord) -> list[str]:
+    r = rec.roofline
+    if r is None:
+        return []
+    bound = _number(r.bound_flops_s)
+    flops = _number(r.flops)
+    p50 = _number(rec.latency_ms.p50) if rec.latency_ms is not None else None
+    if flops is not None and p50 is not None and p50 > 0:
+        achieved, how = flops / (p50 / 1000.0), f"{flops / 1e9:.4g} GFLOP over the p50 {p50:.4g} ms"
+    else:
+        achieved, how = _number(r.achieved_flops_s), "the recorded achieved rate"
+    if bound is None or bound <= 0 or achieved is None or achieved <= bound * (1 + ROOFLINE_TOL):
+        return []
+    return [
+        f"achieved {_rate(achieved)} ({how}) is {achieved / bound:.3g} x the machine's measured bound "
+        f"{_rate(bound)} ({r.bound_by or 'unknown'}-bound, {r.precision or '?'} peak {r.peak_of or '?'}; more than "
+        f"+{ROOFLINE_TOL:.0%}): the cell beats the hardware"
+    ]
+
+
 #: relation name -> (what must hold, the function listing how a record breaks it)
 RELATIONS: dict[str, tuple[str, Callable[[CellRecord], list[str]]]] = {
     "gpu-memory": (
@@ -253,6 +287,10 @@ RELATIONS: dict[str, tuple[str, Callable[[CellRecord], list[str]]]] = {
     "device-p50-within-host": (
         f"device p50 <= host p50 (+ {DEVICE_TOL_MS:g} ms), from the per-round samples and from the summaries",
         device_p50_within_host,
+    ),
+    "roofline-bound": (
+        f"achieved FLOP/s <= the machine's measured roofline bound (+{ROOFLINE_TOL:.0%})",
+        roofline_bound,
     ),
 }
 

@@ -110,6 +110,9 @@ class MachineFacts:
     #: env.json's `machine_speed`: the machine's speed at the run's start (harness.measure.machine_speed), which
     #: the estimate scales the plan's prices by; None: left out
     machine_speed: dict | None = None
+    #: env.json's `peaks`: the machine's measured compute peaks per precision and memory bandwidth, CPU and CUDA
+    #: (harness.measure.peaks), which each cell's roofline is read against; None: left out
+    peaks: dict | None = None
 
 
 def collect(run_id: str, started_at: str | None = None, *, facts: MachineFacts) -> dict:
@@ -146,6 +149,8 @@ def collect(run_id: str, started_at: str | None = None, *, facts: MachineFacts) 
         env["gpu_env"] = facts.gpu_env
     if facts.machine_speed is not None:
         env["machine_speed"] = facts.machine_speed
+    if facts.peaks is not None:
+        env["peaks"] = facts.peaks
     return env
 
 

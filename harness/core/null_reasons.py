@@ -11,7 +11,7 @@ from harness.core.record import RECORD_FIELDS, CellRecord
 from harness.core.record_codec import section_items
 
 # Sections whose fields are checked one by one once the section itself exists.
-SECTIONS = ("memory", "energy", "latency_ms", "latency_e2e_ms", "stages_ms", "parity", "accuracy")
+SECTIONS = ("memory", "energy", "latency_ms", "latency_e2e_ms", "stages_ms", "parity", "accuracy", "roofline")
 RAN = ("ok", "parity_failed")
 
 

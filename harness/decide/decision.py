@@ -10,6 +10,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from harness.decide import roofline
 from harness.decide.index import RunIndex
 from harness.decide.picks import Constraints, UseCaseAnswer
 from harness.decide.registry import use_cases
@@ -39,8 +40,8 @@ def decide(indexes: list[RunIndex], cons: Constraints | None = None) -> Decision
     """Every registered use case on `indexes` under `cons` (the default constraints when None)."""
     cons = cons or Constraints()
     outcomes = [o for case in use_cases() for o in case.decide(indexes, cons)]
-    return Decision(
-        cons,
-        tuple(o.answer for o in outcomes),
-        tuple(o.entry for o in outcomes if o.entry is not None),
+    # each pick says how far from its machine's limit it runs, in words and in decision.json (harness.decide.roofline)
+    answers, entries = roofline.annotate(
+        tuple(o.answer for o in outcomes), tuple(o.entry for o in outcomes if o.entry is not None), indexes
     )
+    return Decision(cons, answers, entries)

@@ -40,6 +40,8 @@ class Pick:
     accuracy: str = ""  # the accuracy as known and what the configuration trades (the candidate-based picks)
     #: "" unless the cell is host-bound: then why its figure will move with the host CPU (harness.decide.host_bound)
     host_bound: str = ""
+    #: how far from its machine's limit the cell runs, in words (harness.decide.roofline.annotate fills it)
+    roofline: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The stages of one attempt, in order, each handed the run's collaborators it uses; and the walk through them.
 
-plan -> export -> probe -> load -> first run -> warm-up -> timed rounds -> end to end -> parity -> scenarios ->
-operators -> accuracy. A stage returns True to go on, False when the attempt ends there (the stage has then set the
+plan -> export -> probe -> load -> first run -> warm-up -> timed rounds -> end to end -> parity -> roofline ->
+scenarios -> operators -> accuracy. A stage returns True to go on, False when the attempt ends there (the stage has then set the
 record's status and reason); the record is written after the last stage that ran (harness.execute.recording).
 `pipeline` is the one place that says which run service each stage gets.
 """
@@ -15,6 +15,7 @@ from harness.execute.exporting import export, retry_fresh_export
 from harness.execute.loading import load, probe
 from harness.execute.measuring import accuracy, first_run, parity, stop_trackers, timed_rounds, warmup
 from harness.execute.planning import plan
+from harness.execute.roofline import RunPeaks, roofline
 from harness.execute.services import RunServices, RunState
 from harness.execute.state import AttemptState
 from harness.execute.usecase import end_to_end, operators, scenarios
@@ -81,6 +82,8 @@ def pipeline(services: RunServices, run: RunState) -> Pipeline:
     cfg, say = services.config, services.progress
     cache, data, refs = services.cache, services.data, services.references
 
+    peaks = RunPeaks(cfg.run_dir)  # the run's env.json `peaks`, read when the first ok cell needs them
+
     def slowdown(s: AttemptState) -> float:
         return services.slowdown_factor(s.cell)
 
@@ -96,6 +99,7 @@ def pipeline(services: RunServices, run: RunState) -> Pipeline:
         ),
         Stage("end_to_end", lambda s: end_to_end(s, cfg, say)),
         Stage("parity", lambda s: parity(s, refs, say)),
+        Stage("roofline", lambda s: roofline(s, refs, peaks)),
         Stage("scenarios", lambda s: scenarios(s, cfg, run.scenario_screen, slowdown(s), say)),
         Stage("operators", operators),
         Stage("accuracy", lambda s: accuracy(s, cfg, data, services.accuracy_refs, refs, say)),

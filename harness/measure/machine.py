@@ -11,15 +11,19 @@ from harness import threads as thread_budget
 from harness.core.envinfo import MachineFacts
 
 
-def facts(threads: int | None = None, threads_source: str | None = None, speed: bool = True) -> MachineFacts:
+def facts(
+    threads: int | None = None, threads_source: str | None = None, speed: bool = True, peaks: bool = True
+) -> MachineFacts:
     """This machine's physical cores, RAM, NVML GPUs (with `gpu_env` when there are any, its `idle_baseline` read
     here, harness.measure.energy.take_run_baseline) and torch's CUDA, and the
     run's thread budget: `threads`, chosen by `threads_source` ("--threads", or "physical cores (default)"), both
     by default this process's budget (harness.threads.info); with `speed`, the machine's speed now at that budget
-    (harness.measure.machine_speed: well under a second)."""
+    (harness.measure.machine_speed: well under a second); with `peaks`, its measured compute peaks and memory
+    bandwidth at that budget, after the idle baseline (harness.measure.peaks: a few seconds)."""
     import psutil
 
     from harness.measure import machine_speed
+    from harness.measure import peaks as machine_peaks
 
     gpus, gpu_reason = gpu_info()
     gpu_env = None
@@ -39,6 +43,7 @@ def facts(threads: int | None = None, threads_source: str | None = None, speed: 
         cuda=torch_cuda(),
         threads=thread_budget.info(threads, threads_source),
         machine_speed=machine_speed.measure(threads or thread_budget.budget()) if speed else None,
+        peaks=machine_peaks.measure(threads or thread_budget.budget()) if peaks else None,
     )
 
 

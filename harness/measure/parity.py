@@ -370,11 +370,13 @@ def _xywh(raw: np.ndarray, layout: Layout) -> np.ndarray:
 
 class References:
     """PyTorch fp32 eager outputs on a cell's input, memoised for the run (the last few are kept), with the layout
-    of those outputs read from the model (classes, keypoint shape)."""
+    of those outputs read from the model (classes, keypoint shape) and the model's work on that forward pass
+    (harness.measure.work: FLOPs and the elements moved, counted as the reference runs: no second model)."""
 
     def __init__(self, keep: int = 8) -> None:
         self.keep = keep
         self._outputs: dict[tuple, tuple[list[np.ndarray], Layout]] = {}
+        self._work: dict[tuple, dict] = {}
 
     @staticmethod
     def _key(mat, cell, height: int, width: int, options: dict) -> tuple:
@@ -386,10 +388,16 @@ class References:
     def layout(self, mat, cell, height: int, width: int, options: dict) -> Layout:
         return self._entry(mat, cell, height, width, options)[1]
 
+    def work(self, mat, cell, height: int, width: int, options: dict) -> dict:
+        """The reference model's work on the cell's input (harness.measure.work.counting)."""
+        self._entry(mat, cell, height, width, options)
+        return self._work[self._key(mat, cell, height, width, options)]
+
     def _entry(self, mat, cell, height: int, width: int, options: dict) -> tuple[list[np.ndarray], Layout]:
         import torch
 
         from harness.backends.torch_eager import flatten_outputs
+        from harness.measure.work import counting
         from harness.yolo.inputs import letterboxed
         from harness.yolo.models import prepared_model
 
@@ -397,15 +405,18 @@ class References:
         key = self._key(mat, cell, height, width, options)
         if key not in self._outputs:
             if len(self._outputs) >= self.keep:
+                self._work.pop(next(iter(self._outputs)), None)
                 self._outputs.pop(next(iter(self._outputs)))
             model = prepared_model(mat.checkpoint, cell.head, (height, width))
             if variant == "backbone-only":
                 from harness.backends.executorch_cuda import backbone_only
 
                 model = backbone_only(model)
-            with torch.inference_mode():
-                y = model(torch.from_numpy(letterboxed(height, width, cell.batch).copy()))
+            x = torch.from_numpy(letterboxed(height, width, cell.batch).copy())
+            with torch.inference_mode(), counting(model, x) as work:
+                y = model(x)
             self._outputs[key] = (flatten_outputs(y), layout_of(model, cell, height, width, variant))
+            self._work[key] = work
         return self._outputs[key]
 
 

@@ -38,6 +38,7 @@ from harness.report.parity_table import parity_rows
 from harness.report.plots import all_plots, palette
 from harness.report.plots_e2e import e2e_plots
 from harness.report.relations import relations_section
+from harness.report.roofline import roofline_section
 from harness.report.scenarios import e2e_rows, post_notes, scenario_rows
 from harness.report.summary import summary_json, summary_md
 from harness.report.tables import failures, has_compile_times, measured_rows, memory_sources, verdicts
@@ -204,6 +205,7 @@ def build_content(
         "verdicts": verdicts(indexes),
         "relations": relations_section(indexes),
         "host_bound": host_bound_section(indexes),
+        "roofline": roofline_section(indexes, notes),
         "matrices": build_matrices(indexes, href),
         "folded": build_folded(indexes, href),
         "rows": rows,

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from harness.core.memory_order import dropped_figures
 from harness.core.record import CellRecord, Memory
 from harness.core.results_dir import dig
-from harness.decide import paired
+from harness.core.roofline import share_text
+from harness.decide import paired, roofline
 from harness.decide.index import REFERENCE_BACKEND, RunIndex, row_sort
 from harness.decide.load import finite, is_failed, null_reason, number, run_shape
 from harness.decide.load import p50 as model_p50
@@ -216,6 +217,18 @@ def achieved_gflops(rec: CellRecord, notes: Notes) -> Shown:
     return derived(gflops / (p50 / 1000.0), None, notes)
 
 
+def share_of_peak(idx: RunIndex, rec: CellRecord, notes: Notes) -> Shown:
+    """Achieved FLOP/s (counted work over the p50) over the machine's measured compute peak for the precision the
+    cell executed (harness.decide.roofline), or n/a with why."""
+    view = roofline.of(rec, idx)
+    if view is None:
+        return notes.na(null_reason(rec, "latency_ms.p50"))
+    share = view.get("share_of_peak")
+    if share is None:
+        return notes.na(view.why("share_of_peak"))
+    return Shown(share_text(float(share)), float(share))
+
+
 def trend_for(trends: dict, cell_id: str, machine_key: str | None):
     """The history's sparkline of a cell: keyed `cell_id@machine` for a merged run's machines, else `cell_id`."""
     if machine_key and f"{cell_id}@{machine_key}" in trends:
@@ -268,6 +281,7 @@ def measured_rows(
             values["speedup"] = speedup(idx, rec, notes)
             values["p50_ci"], values["rounds"] = p50_spread(rec, notes)
             values["gflops_s"] = achieved_gflops(rec, notes)
+            values["peak_share"] = share_of_peak(idx, rec, notes)
             values["accuracy"] = accuracy_shown(rec, notes)
             requested, executed = rec.precision_requested, rec.precision_executed
             precision = f"{requested} → {executed}" if executed and executed != requested else requested
