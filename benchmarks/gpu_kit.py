@@ -221,7 +221,8 @@ PLANS = {
     "aoti-preload-libstdcxx, then aoti-shared-libstdcxx; aoti-cudagraph; the dynamic-shape probe, whose guard is "
     "the seeds' dynamic-shape claim), then the upstream reproducer (benchmarks/aoti_libstdcxx_repro.py)",
     "ort": "ONNX Runtime's CUDA provider (call 3: yolo26n/s at 640, fp32/fp16, batch 1/16, scenarios and the "
-    "camera search on yolo26n); onnxruntime-gpu travels in parts, one per command, the kit with the last",
+    "camera search on yolo26n); onnxruntime-gpu travels in parts, one per command, the kit with the last "
+    "where both fit beside the working tree, else in a command of its own",
     "torch": "the torch backends (call 1: yolo26n and yolo26s at 640, fp32/fp16, batch 1/16: eager, CUDA graph, "
     "torch.compile, max-autotune; scenarios and the camera search on yolo26n, both mechanisms), then the energy "
     "order check by three methods (benchmarks/gpu_order_host_bound.py)",
@@ -267,18 +268,26 @@ def plan_commands(name: str, repo: Path = REPO) -> list[dict]:
 
     if name == "ort":
         parts = ort_parts(repo)
+        run = f"{ONCE} --call 3 --budget-s 390"
+        # the last part travels with the kit when both fit beside the tree, else the kit goes in a command of its own
+        tree = _wheel_parts().tree_bytes(repo) or 0
+        last = [f"{ORT_PARTS}/manifest.json", f"{ORT_PARTS}/{parts[-1]['name']}", *KIT]
+        with_kit = tree + carried_bytes(last, repo, parts) <= CARRY_LIMIT
         out = []
         for n, part in enumerate(parts):
             carry = [f"{ORT_PARTS}/manifest.json", f"{ORT_PARTS}/{part['name']}"]
-            if n == 0:
-                out.append(cmd(carry, f"{RECEIVE} && nvidia-smi", PART_MIN, "part 1; how long a part takes"))
-            elif n < len(parts) - 1:
-                out.append(cmd(carry, RECEIVE, PART_MIN, f"part {n + 1}"))
-            else:
-                run = f"{ONCE} --call 3 --budget-s 390"
+            if n == len(parts) - 1 and with_kit:
                 out.append(
                     cmd([*carry, *KIT], run, 7.0, f"part {n + 1}, the kit; onnxruntime on cuda (call 3)")
                 )
+            elif n == 0:
+                out.append(cmd(carry, f"{RECEIVE} && nvidia-smi", PART_MIN, "part 1; how long a part takes"))
+            else:
+                out.append(cmd(carry, RECEIVE, PART_MIN, f"part {n + 1}"))
+        if not with_kit:
+            out.append(
+                cmd([f"{ORT_PARTS}/manifest.json", *KIT], run, 7.0, "the kit; onnxruntime on cuda (call 3)")
+            )
         return out
     if name == "aoti":
         return [

@@ -479,3 +479,31 @@ def test_every_plan_fits_one_session_and_the_ort_plan_sends_every_part_once():
     assert ".whl" in last["carry"] and "KIT_COMMIT" in last["carry"] and "--call 3" in last["command"]
     # the plan command prints them and exits 0 when all fit
     assert kit.main(["plan", "ort"]) == 0
+
+
+def test_the_kit_goes_in_a_command_of_its_own_when_it_does_not_fit_beside_the_last_part(monkeypatch):
+    """As the working tree grows, the last part and the kit stop fitting one command: the plan sends the last part
+    alone and the kit after it, rather than a command over the carry limit (the other way: they fit, one command)."""
+    kit = _kit()
+    parts = kit.ort_parts()
+    tree = kit._wheel_parts().tree_bytes(REPO) or 0
+    last = [f"{kit.ORT_PARTS}/manifest.json", f"{kit.ORT_PARTS}/{parts[-1]['name']}", *kit.KIT]
+    together = tree + kit.carried_bytes(last, REPO, parts)
+    biggest_part = max(
+        tree
+        + kit.carried_bytes([f"{kit.ORT_PARTS}/manifest.json", f"{kit.ORT_PARTS}/{p['name']}"], REPO, parts)
+        for p in parts
+    )
+    kit_alone = tree + kit.carried_bytes([f"{kit.ORT_PARTS}/manifest.json", *kit.KIT], REPO, parts)
+    monkeypatch.setattr(kit, "CARRY_LIMIT", together)
+    fits = kit.plan_commands("ort")
+    assert len(fits) == len(parts) and ".whl" in fits[-1]["carry"] and "/part-" in fits[-1]["carry"][1]
+    limit = max(together - 1, biggest_part, kit_alone)
+    if limit >= together:
+        pytest.skip("the last part and the kit are smaller than a single part here: nothing to separate")
+    monkeypatch.setattr(kit, "CARRY_LIMIT", limit)
+    apart = kit.plan_commands("ort")
+    assert len(apart) == len(parts) + 1
+    assert ".whl" not in apart[-2]["carry"] and apart[-2]["command"].startswith(kit.RECEIVE)
+    assert ".whl" in apart[-1]["carry"] and "--call 3" in apart[-1]["command"]
+    assert kit.plan("ort")["fits"]

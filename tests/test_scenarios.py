@@ -4,6 +4,7 @@ with their scenarios, and the run's options. The LoadGen scenarios themselves: t
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -205,7 +206,10 @@ def test_cells_of_a_workload_record_end_to_end_fields_and_scenarios(tmp_path, ca
             assert res["value"] is not None or res["reason"], res
             assert res["valid"] or res["reason"], res
             if name != "camera":
-                assert res["driver"] == "mlperf_loadgen" and res["loadgen"]["durations"] == "short"
+                # the camera search's runs at its bound may be longer ("short x2", "short x4": harness.scenarios.capacity)
+                durations = res["loadgen"]["durations"]
+                longer = name == "camera-capacity" and re.fullmatch(r"short x[24]", durations)
+                assert res["driver"] == "mlperf_loadgen" and (durations == "short" or longer), durations
                 assert (cfg.run_dir / res["loadgen"]["logs"]).is_file()
         assert rec.scenarios["camera"]["driver"].startswith("harness")
         assert rec.scenarios["multi-stream"]["streams"] == cfg.threads

@@ -90,7 +90,7 @@ def elf_facts(data: bytes) -> dict:
         "needed": names(DT_NEEDED),
         "runpath": names(DT_RUNPATH),
         "rpath": names(DT_RPATH),
-        "soname": (names(DT_SONAME) or [None])[0],
+        "soname": next(iter(names(DT_SONAME)), None),
     }
     defined: set[str] = set()
     for i in range(shnum):
