@@ -177,8 +177,9 @@ class Runner(ABC):
             self.synchronize()
             return result
 
-        plan = Plan(1, threads, 1, words=serial_words(threads))
-        return Streams([call], f"one worker takes the {n} cameras' frames in turn", False, plan)
+        return Streams(
+            [call], f"one worker takes the {n} cameras' frames in turn", False, serial_plan(threads)
+        )
 
     def mechanisms(self, threads: int | None = None) -> list[Mechanism]:
         """The declared ways this loaded model serves N cameras (the camera-capacity search tries each one that
@@ -189,7 +190,7 @@ class Runner(ABC):
         shared_words_ = "one stream per camera on the loaded model, each call with the whole thread budget"
         out = [
             Mechanism(SERIAL, "one worker takes the cameras' frames in turn", lambda n: self.serial(n, threads),
-                      lambda n: Plan(1, threads, 1, words=serial_words(threads))),
+                      lambda n: serial_plan(threads)),
         ]  # fmt: skip
         if self.streams(1).concurrent:
             out.append(
@@ -297,6 +298,18 @@ def split(n: int, threads: int | None) -> tuple[int, int | None]:
         return max(1, n), None
     k = max(1, min(n, threads))
     return k, max(1, threads // k)
+
+
+def serial_plan(threads: int | None) -> Plan:
+    """One worker taking the frames in turn, with `threads` threads."""
+    return Plan(1, threads, 1, words=serial_words(threads))
+
+
+def split_plan(n: int, threads: int | None, words: Callable[[int, int | None], str]) -> Plan:
+    """The thread budget split between the runtime instances serving n cameras (`split`), `words(k, t)` naming k
+    instances of t threads; one instance is one worker taking the frames in turn."""
+    k, t = split(n, threads)
+    return serial_plan(t) if k == 1 else Plan(k, t, k, words=words(k, t))
 
 
 def _planned(streams: Streams | None, plan: Plan) -> Streams:

@@ -23,7 +23,7 @@ from harness.backends.base import (
     Plan,
     Runner,
     Streams,
-    serial_words,
+    serial_plan,
 )
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ NO_SPLIT = (
 def _instances_plan(n: int, threads: int) -> Plan:
     k = max(1, min(n, threads))
     if k == 1:
-        return Plan(1, threads, 1, words=serial_words(threads))
+        return serial_plan(threads)
     return Plan(k, threads, k, words=f"{k} method instances on one {threads}-thread pool")
 
 

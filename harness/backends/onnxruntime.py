@@ -27,8 +27,8 @@ from harness.backends.base import (
     Plan,
     Runner,
     Streams,
-    serial_words,
     split,
+    split_plan,
 )
 
 log = logging.getLogger(__name__)
@@ -239,10 +239,7 @@ class OrtRunner(Runner):
 
 
 def _split_plan(n: int, threads: int) -> Plan:
-    k, t = split(n, threads)
-    if k == 1:
-        return Plan(1, t, 1, words=serial_words(t))
-    return Plan(k, t, k, words=f"{k} InferenceSessions x {t} thread{'s' if t != 1 else ''}")
+    return split_plan(n, threads, lambda k, t: f"{k} InferenceSessions x {t} thread{'s' if t != 1 else ''}")
 
 
 @register

@@ -30,8 +30,8 @@ from harness.backends.base import (
     Plan,
     Runner,
     Streams,
-    serial_words,
     split,
+    split_plan,
 )
 from harness.threads import GPU_CELL_REASON
 
@@ -250,10 +250,7 @@ def _property(compiled, name: str):
 
 
 def _split_plan(n: int, threads: int) -> Plan:
-    k, t = split(n, threads)
-    if k == 1:
-        return Plan(1, t, 1, words=serial_words(t))
-    return Plan(k, t, k, words=f"OpenVINO {k} streams x {t} thread{'s' if t != 1 else ''}")
+    return split_plan(n, threads, lambda k, t: f"OpenVINO {k} streams x {t} thread{'s' if t != 1 else ''}")
 
 
 def compile_config(cell, threads: int | None = None, precision_hint: str | None = None) -> dict:

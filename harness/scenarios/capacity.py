@@ -61,6 +61,8 @@ BOUND_BUDGET_S = 12.0
 MAX_LEVEL = 2
 #: a run's verdict on evidence
 PASS, FAIL, OPEN = "pass", "fail", "undecided"
+#: the search's phases, each with its own budget
+PHASES = ("screen", "bisect", "bound")
 
 
 @dataclass(frozen=True)
@@ -95,17 +97,27 @@ class Way:
         return MECHANISM_ORDER.index(self.key) if self.key in MECHANISM_ORDER else len(MECHANISM_ORDER)
 
 
+def _at_percentile(result: dict) -> tuple[str, object, bool, list | None]:
+    """A MultiStream result's percentile key ("p90"), its value there, whether LoadGen called it VALID, and the
+    percentile's interval (a list, or None)."""
+    key = f"p{100 * float(result.get('percentile') or 0.99):g}"
+    iv = result.get(f"{key}_interval")
+    return (
+        key,
+        result.get(key),
+        result.get("valid") is True,
+        list(iv) if isinstance(iv, list | tuple) else None,
+    )
+
+
 def judge(result: dict, frame_ms: float) -> tuple[bool, str]:
     """(ok, verdict) of a MultiStream result at its own percentile: ok when the percentile is within the frame time
     and LoadGen called the run VALID; PASS when LoadGen's early-stopping bound of it is within the frame time (and
     VALID), FAIL when its lower bound is over the frame time, else OPEN."""
-    key = f"p{100 * float(result.get('percentile') or 0.99):g}"
-    at = result.get(key)
-    valid = result.get("valid") is True
+    key, at, valid, iv = _at_percentile(result)
     ok = valid and isinstance(at, int | float) and at <= frame_ms
     upper = result.get(f"{key}_guaranteed")
-    iv = result.get(f"{key}_interval")
-    lower = iv[0] if isinstance(iv, list | tuple) and iv and isinstance(iv[0], int | float) else None
+    lower = iv[0] if iv and isinstance(iv[0], int | float) else None
     if valid and isinstance(upper, int | float) and upper <= frame_ms:
         return ok, PASS
     if lower is not None and lower > frame_ms:
@@ -117,11 +129,8 @@ def trial_of(
     result: dict, cameras: int, frame_ms: float, mechanism: str, level: int = 0, seconds: float = 0.0
 ) -> Trial:
     """A MultiStream result judged against the frame time at its own percentile, with LoadGen's verdict."""
-    key = f"p{100 * float(result.get('percentile') or 0.99):g}"
-    at = result.get(key)
-    valid = result.get("valid") is True
+    key, at, valid, iv = _at_percentile(result)
     ok, verdict = judge(result, frame_ms)
-    iv = result.get(f"{key}_interval")
     entry = {
         "cameras": cameras,
         "mechanism": mechanism,
@@ -131,7 +140,7 @@ def trial_of(
         "valid": valid,
         "percentile": result.get("percentile"),
         "target_ms": at,
-        "interval": list(iv) if isinstance(iv, list | tuple) else None,
+        "interval": iv,
         "p99_ms": result.get("p99"),
         "queries": result.get("queries"),
         "durations": (result.get("loadgen") or {}).get("durations"),
@@ -158,9 +167,17 @@ class _Book:
     clock: Callable[[], float]
     runs: dict[tuple[str, int], list[Trial]] = field(default_factory=dict)
     order: list[Trial] = field(default_factory=list)  # every run, in the order run (shared runs once)
-    spent: dict[str, float] = field(default_factory=lambda: {"screen": 0.0, "bisect": 0.0, "bound": 0.0})
-    count: dict[str, int] = field(default_factory=lambda: {"screen": 0, "bisect": 0, "bound": 0})
     stopped: str | None = None  # why the screen or the bisection stopped short, if it did
+
+    @property
+    def spent(self) -> dict[str, float]:
+        """Seconds of the runs made, per phase."""
+        return {p: sum(t.seconds for t in self.order if t.entry["phase"] == p) for p in PHASES}
+
+    @property
+    def count(self) -> dict[str, int]:
+        """The runs made, per phase."""
+        return {p: sum(1 for t in self.order if t.entry["phase"] == p) for p in PHASES}
 
     def latest(self, way: Way, n: int) -> Trial | None:
         got = self.runs.get((way.key, n))
@@ -181,8 +198,6 @@ class _Book:
             took = self.clock() - t0
             trial = replace(trial, seconds=took, level=level, entry={**trial.entry, "seconds": round(took, 3),
                                                                        "level": level, "phase": phase})  # fmt: skip
-            self.spent[phase] += took
-            self.count[phase] += 1
             self.order.append(trial)
             if same is not None and shared is not None:
                 shared[same] = trial
