@@ -68,10 +68,16 @@ def precision_of(executed: str | None, requested: str | None) -> str | None:
     return None
 
 
-def _sub(d: dict, key: str) -> dict:
+def sub_dict(d: dict, key: str) -> dict:
     """`d[key]` when it is a dict (an object in env.json), else {}."""
     v = d.get(key)
     return v if isinstance(v, dict) else {}
+
+
+def rate_unit(top: float) -> tuple[float, str]:
+    """(divisor, prefix) for rates up to `top` operations/s: giga below 10 tera, tera from there (an H100's roofs
+    read 750 TFLOP/s, not 750000 GFLOP/s)."""
+    return (1e12, "T") if top >= 1e13 else (1e9, "G")
 
 
 def _number(v: Any) -> float | None:
@@ -120,11 +126,11 @@ def compute_peak(
 ) -> tuple[float | None, str]:
     """(FLOP/s, which measured figure) of the compute peak bounding `precision`, or (None, why not): the highest
     of the measured figures at that precision or a wider one."""
-    compute = _sub(section, "compute")
+    compute = sub_dict(section, "compute")
     levels = _levels(precision, device, detail)
     known = [(v, p) for p in levels if (v := _number(compute.get(p))) is not None]
     if not known:
-        reasons = _sub(section, "null_reasons")
+        reasons = sub_dict(section, "null_reasons")
         why = "; ".join(f"{p}: {reasons[p]}" for p in levels if reasons.get(p)) or "not measured"
         return None, f"no {'/'.join(levels)} compute peak was measured ({why})"
     value, level = max(known)
@@ -138,7 +144,7 @@ def bandwidth(section: dict) -> tuple[float | None, str]:
     value = _number(section.get("bandwidth"))
     if value is not None:
         return value, ""
-    reasons = _sub(section, "null_reasons")
+    reasons = sub_dict(section, "null_reasons")
     return None, f"the memory bandwidth was not measured ({reasons.get('bandwidth') or 'no reason recorded'})"
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.core import model_work
 from harness.core.record import CellRecord
-from harness.core.roofline import FIGURES, figures, share_text
+from harness.core.roofline import FIGURES, figures, rate_unit, share_text
 from harness.decide.index import RunIndex, machine_label
 from harness.decide.load import p50
 from harness.decide.picks import Pick, UseCaseAnswer
@@ -91,7 +91,8 @@ def _g(v: Any) -> str:
 
 def _rate(v: Any) -> str:
     """FLOP/s in words: GFLOP/s below 10 TFLOP/s, TFLOP/s from there."""
-    return f"{fmt_num(float(v) / 1e12)} TFLOP/s" if float(v) >= 1e13 else f"{_g(v)} GFLOP/s"
+    scale, prefix = rate_unit(float(v))
+    return f"{fmt_num(float(v) / scale)} {prefix}FLOP/s"
 
 
 def words(rec: CellRecord | None, idx: RunIndex) -> str:

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.roofline import PEAK_DEVICES, share_text
+from harness.core.roofline import PEAK_DEVICES, rate_unit, share_text, sub_dict
 from harness.decide import roofline
 from harness.decide.index import RunIndex
 from harness.report.fmt import Notes, Shown, derived, fmt_num
@@ -46,12 +46,6 @@ class RooflineRow:
     share_of_bound: Shown
     origin: str  # "record" or "derived"
     work_source: str
-
-
-def _sub(d: dict, key: str) -> dict:
-    """`d[key]` when it is a dict (an object in env.json), else {}."""
-    v = d.get(key)
-    return v if isinstance(v, dict) else {}
 
 
 def _figure(v: roofline.View, name: str, notes: Notes, scale: float = 1.0, digits: int = 3) -> Shown:
@@ -103,19 +97,13 @@ def _roofs(env: dict, kinds: set[str]) -> list[tuple[str, str, float, float | No
         section = peaks.get(kind) if isinstance(peaks, dict) else None
         if not isinstance(section, dict):
             continue
-        compute = _sub(section, "compute")
+        compute = sub_dict(section, "compute")
         bw = section.get("bandwidth")
         bw = float(bw) if isinstance(bw, int | float) and not isinstance(bw, bool) and bw > 0 else None
         for prec, value in compute.items():
             if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
                 out.append((kind, str(prec), float(value), bw))
     return out
-
-
-def _unit(top: float) -> tuple[float, str]:
-    """(divisor, prefix) for rates up to `top` operations/s: giga below 10 tera, tera from there (an H100's roofs
-    read 750 TFLOP/s, not 750000 GFLOP/s)."""
-    return (1e12, "T") if top >= 1e13 else (1e9, "G")
 
 
 def plot(idx: RunIndex, indexes: list[RunIndex]) -> PlotView:
@@ -155,7 +143,9 @@ def plot(idx: RunIndex, indexes: list[RunIndex]) -> PlotView:
     ridge = [p / bw for _, _, p, bw in roofs if bw]
     lo, hi = min(xs + ridge) / 4, max(xs + ridge) * 4
     grid = np.geomspace(lo, hi, 200)
-    scale, prefix = _unit(max([y for pts in points.values() for _, y in pts] + [p for _, _, p, _ in roofs]))
+    scale, prefix = rate_unit(
+        max([y for pts in points.values() for _, y in pts] + [p for _, _, p, _ in roofs])
+    )
     backends = sorted({b for b, _, _ in points})
     devices = {d for _, d, _ in points}
     cmap = colormaps["tab10" if len(backends) <= 10 else "tab20"]
@@ -208,7 +198,7 @@ def _no_roof_reason(idx: RunIndex, kinds: set[str]) -> str:
     peaks = idx.run.env.get("peaks") if isinstance(idx.run.env, dict) else None
     if not isinstance(peaks, dict):
         return "this run measured no peaks (a run from before they were measured)"
-    reasons = _sub(peaks, "null_reasons")
+    reasons = sub_dict(peaks, "null_reasons")
     return "; ".join(f"{k}: {reasons.get(k, 'not measured')}" for k in sorted(kinds)) or "no CPU or CUDA cell"
 
 
@@ -230,18 +220,18 @@ def _peaks_line(idx: RunIndex, indexes: list[RunIndex]) -> dict[str, Any]:
         out["none"] = _no_roof_reason(idx, set())
         return out
     out["seconds"] = peaks.get("measured_in_s")
-    reasons = _sub(peaks, "null_reasons")
+    reasons = sub_dict(peaks, "null_reasons")
     for kind in ("cpu", "cuda"):
         section = peaks.get(kind)
         if not isinstance(section, dict):
             out["kinds"].append({"kind": kind, "none": reasons.get(kind, "not measured"), "figures": []})
             continue
-        how = _sub(section, "how")
-        why = _sub(section, "null_reasons")
-        compute = _sub(section, "compute")
+        how = sub_dict(section, "how")
+        why = sub_dict(section, "null_reasons")
+        compute = sub_dict(section, "compute")
         figures = []
         for prec, value in compute.items():
-            scale, prefix = _unit(float(value))
+            scale, prefix = rate_unit(float(value))
             unit = f"{prefix}OP/s" if prec == "int8" else f"{prefix}FLOP/s"
             figures.append(f"{prec} {fmt_num(float(value) / scale, 3)} {unit}" + _how(how.get(prec)))
         for prec in sorted(k for k in why if "." not in k and k not in compute and k != "bandwidth"):
