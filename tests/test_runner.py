@@ -107,8 +107,12 @@ def test_cpu_backend_record_is_ok_and_complete(first_run, backend):
 @pytest.mark.export
 def test_each_ok_cell_reads_against_the_machines_measured_peaks(first_run):
     """The roofline stage: the work counted on the reference parity ran (the committed table's count of the same
-    architecture), the run's env.json peaks, each share below the bound (check's roofline-bound holds)."""
-    from harness.check.relations import check_record
+    architecture), the run's env.json peaks, the shares computed from them, and check's roofline-bound verdict
+    following the share. Whether a share is below the bound compares two measurements taken at different moments
+    (the peaks at the run's start, the cell's p50 later): under load the peaks read low and a cell later ran at 1.37x
+    of them in a flaky-check pass, so the test asserts the arithmetic and the verdict's agreement with it, not the
+    order of the two (test_roofline.py and test_check_relations.py decide fake records both ways)."""
+    from harness.check.relations import ROOFLINE_TOL, check_record
     from harness.core.model_work import key, table
 
     out, recs = first_run
@@ -120,9 +124,12 @@ def test_each_ok_cell_reads_against_the_machines_measured_peaks(first_run):
         assert "FlopCounterMode" in r.work_source and r.peaks_source.startswith("env.json peaks of run r1")
         assert r.achieved_flops_s == pytest.approx(r.flops / (rec.latency_ms.p50 / 1000))
         assert r.precision == "fp32" and r.peak_flops_s == peaks["cpu"]["compute"]["fp32"]
-        assert 0 < r.share_of_peak <= r.share_of_bound < 1.1, backend
+        assert 0 < r.share_of_peak <= r.share_of_bound, backend
+        assert r.share_of_peak == pytest.approx(r.achieved_flops_s / r.peak_flops_s)
+        assert r.share_of_bound == pytest.approx(r.achieved_flops_s / r.bound_flops_s)
         assert r.bound_by in ("compute", "memory") and unexplained_nulls(rec) == []
-        assert [f for f in check_record(rec) if f.relation == "roofline-bound"] == []
+        broken = [f for f in check_record(rec) if f.relation == "roofline-bound"]
+        assert bool(broken) == (r.share_of_bound > 1 + ROOFLINE_TOL), (backend, r.share_of_bound)
 
 
 @pytest.mark.slow
