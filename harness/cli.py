@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.core.cli_args import prog_name, quiet_broken_pipe
+from harness.core.cli_args import guarded_stdout, prog_name
 
 #: command -> (module, function, one line of help); each function takes argv and returns the exit status
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -69,9 +69,13 @@ def nearest(name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch `COMMAND ARGS...`; returns the exit status (2: unknown command). A reader that closes stdout early
-    (`yolo26-bench --help | head -1`) ends it quietly."""
-    return quiet_broken_pipe(lambda: _dispatch(list(sys.argv[1:] if argv is None else argv)))
+    """Dispatch `COMMAND ARGS...`; returns the exit status (2: unknown command). Every command's standard output
+    is checked (harness.core.cli_args.guarded_stdout): a reader that closes it early (`yolo26-bench --help | head
+    -1`) ends it quietly, a full disk under it (`> out.csv`) is one error line and status 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    name = args[0] if args and args[0] in COMMANDS else None
+    prog = f"{prog_name()} {name}" if name else prog_name()
+    return guarded_stdout(lambda: _dispatch(args), prog)
 
 
 def _dispatch(argv: list[str]) -> int:

@@ -137,6 +137,37 @@ def test_a_closed_stdout_ends_quietly(script, tmp_path, args):
     assert p.returncode in (0, 141) if "--help" in args else p.returncode == 141
 
 
+#: a run whose records break a relation (check's exit 1 when its output is written)
+BROKEN = REPO / "results" / "samples" / "2026-11-25-h100" / "run"
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("args", "prog", "status_when_written"),
+    [
+        (["export", "--format", "csv", str(SAMPLE)], "yolo26-bench export", 0),
+        (["export", "--format", "bencher", str(SAMPLE)], "yolo26-bench export", 0),
+        (["check", str(BROKEN)], "yolo26-bench check", 1),
+        (["--help"], "yolo26-bench", 0),
+        (["report", "--help"], "yolo26-bench report", 0),
+        (["-m", "--help"], "python -m harness", 0),
+    ],
+)
+def test_a_full_disk_under_stdout_is_one_line_and_status_2(script, tmp_path, args, prog, status_when_written):
+    """Issue 66: `export ... > /dev/full` (a full disk under `> out.csv`) ended in a 21-line OSError traceback with
+    status 1 (check's "a relation broke"), and `report --help > /dev/full` in status 0 with the help lost."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "harness", *args[1:]] if args[0] == "-m" else [str(script), *args]
+    written = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert written.returncode == status_when_written and written.stdout, written.stderr
+    with open("/dev/full", "w") as full:
+        p = subprocess.run(command, cwd=tmp_path, env=env, stdout=full, stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.splitlines() == [
+        f"{prog}: error: cannot write to standard output: No space left on device"
+    ]
+
+
 @pytest.mark.process
 def test_console_command_reports_and_exports_a_run(script, tmp_path):
     p = run(script, "report", str(SAMPLE), "-o", str(tmp_path / "reports"), cwd=tmp_path)

@@ -9,6 +9,8 @@
 - `output_file` / `output_dir`: an `-o` (or `--json`, `--markdown`, ...) checked before any work: not a symbolic
   link, not an existing path of the wrong kind, its parent (a file's) or nearest existing ancestor (a directory's,
   which is created with its parents) a writable directory, no NUL or empty name.
+- `guarded_stdout`: every command's standard output checked: a reader gone (`| head -1`) ends it quietly, any other
+  write error (`> /dev/full`, a full disk) is one line and exit status 2.
 """
 
 from __future__ import annotations
@@ -166,23 +168,88 @@ def argparse_type(check, option: str):
     return parse
 
 
-def quiet_broken_pipe(main):
-    """Run `main()` (an exit status) so that a reader that closes stdout early (`| head -1`) ends it quietly: the
-    status a pipe's writer gets on SIGPIPE (141), no BrokenPipeError traceback, no error from the interpreter's
-    final flush."""
+class _GuardedStdout:
+    """sys.stdout while a command runs: every write and flush goes to the real stream, and the first error one
+    raises (a full disk, a reader gone) is kept, since argparse's `--help` swallows the OSError it gets and a
+    command would otherwise end with status 0 and its output lost."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.error: OSError | None = None
+
+    def _kept(self, e: OSError) -> OSError:
+        if self.error is None:
+            self.error = e
+        return e
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as e:
+            raise self._kept(e) from None
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as e:
+            raise self._kept(e) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def _stdout_gone() -> None:
+    """Point the process's stdout at /dev/null, so the interpreter's flush at exit cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout was closed before the start: nothing to flush at exit
+        pass
+    finally:
+        os.close(devnull)
+
+
+#: the exit status of a command whose output could not be written (a full disk): a usage or file error's
+STDOUT_FAILED = 2
+#: the status a pipe's writer gets on SIGPIPE, for a reader that closed stdout early (`| head -1`)
+PIPE_CLOSED = 128 + 13
+
+
+def guarded_stdout(main, prog: str):
+    """Run `main()` (an exit status) with its standard output checked, the one way every command writes there.
+
+    A reader that closes stdout early (`| head -1`) ends it quietly: status PIPE_CLOSED, nothing on stderr. Any
+    other error writing stdout (`> /dev/full`, a full disk under `> out.csv`, an I/O error) is one line on stderr
+    naming `prog` and the error, status STDOUT_FAILED, never a traceback, never the command's own status (`check`'s
+    1 means a relation broke) nor 0 with the output lost (argparse's `--help` swallows the error it gets)."""
+    guard = _GuardedStdout(sys.stdout) if sys.stdout is not None else None
+    if guard is not None:
+        sys.stdout = guard
+    status: int | None = None
     try:
         try:
             status = main()
-        except SystemExit:  # argparse's --help and errors: what they printed is flushed here too
-            sys.stdout.flush()
+        except SystemExit:  # a command that exits on its own: what it printed is flushed here too
+            if guard is not None:
+                guard.flush()
             raise
-        sys.stdout.flush()
+        if guard is not None:
+            guard.flush()
+    except (OSError, SystemExit):
+        if guard is None or guard.error is None:
+            raise
+    finally:
+        if guard is not None:
+            sys.stdout = guard.stream
+    if guard is None or guard.error is None:
         return status
-    except BrokenPipeError:
-        # stdout is gone: point it at /dev/null so the interpreter's flush at exit cannot fail again
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, sys.stdout.fileno())
-        finally:
-            os.close(devnull)
-        return 128 + 13
+    e = guard.error
+    _stdout_gone()
+    if isinstance(e, BrokenPipeError):
+        return PIPE_CLOSED
+    print(f"{prog}: error: cannot write to standard output: {e.strerror or e}", file=sys.stderr)
+    return STDOUT_FAILED
