@@ -13,8 +13,8 @@ and tolerances are documented in docs/gpu.md ("Relations a record's figures sati
 - percentiles: in each latency section, min <= p50 <= p90 <= p99 <= max, and p50 inside its 95% interval.
 - e2e-stage-sum: the record's own `e2e.gap` (the median over paired calls of stage sum / whole call, less 1) is
   within E2E_TOL (the e2e check's own +-5%), and the record's own verdict on that says it held.
-- e2e-stages-vs-whole: a record with no `e2e.gap`: the gap computed from what it holds, the sum of its stages'
-  p50s (`stages_ms`, else `e2e.stage_sum_ms`) over the whole call's p50 (`e2e.wall_ms`, else
+- e2e-stages-vs-whole: every record, whatever its `e2e.gap` says: the gap computed from what it holds, the sum of
+  its stages' p50s (`stages_ms`, else `e2e.stage_sum_ms`) over the whole call's p50 (`e2e.wall_ms`, else
   `latency_e2e_ms.p50`), less 1, is within E2E_TOL + E2E_SCATTER_K x the whole calls' robust scatter
   (`latency_e2e_ms.scatter`; E2E_TOL alone without it). A ratio of p50s from different calls is not the paired
   gap: it moves with the calls' spread (on the committed records, whose paired gaps are within 13%, it reached
@@ -181,9 +181,9 @@ def _stage_sum(rec: CellRecord) -> float | None:
 
 
 def e2e_stages_vs_whole(rec: CellRecord) -> list[str]:
+    # whatever the record says of its own gap: a gap that agrees with the stages is no reason to believe stages
+    # that add up to twice the whole call (e2e-stage-sum relates the gap itself)
     e2e: dict[str, Any] = rec.e2e or {}
-    if _number(e2e.get("gap")) is not None:  # the record's own paired gap: e2e-stage-sum relates it
-        return []
     lat = rec.latency_e2e_ms
     whole = _number(e2e.get("wall_ms"))
     if whole is None and lat is not None:
@@ -197,8 +197,10 @@ def e2e_stages_vs_whole(rec: CellRecord) -> list[str]:
     if abs(gap) <= tol:
         return []
     spread = f" + {E2E_SCATTER_K:g} x the whole calls' scatter {scatter:.3f}" if scatter else ""
+    own = _number(e2e.get("gap"))
+    said = "no e2e.gap recorded" if own is None else f"the record's e2e.gap says {own:+.3f}"
     return [
-        f"no e2e.gap recorded; the stages' p50s add up to {total:.4g} ms, {1 + gap:.3f} x the whole call's p50 "
+        f"{said}; the stages' p50s add up to {total:.4g} ms, {1 + gap:.3f} x the whole call's p50 "
         f"{whole:.4g} ms (more than +-{tol:.1%} off: {E2E_TOL:.0%}{spread}; time is counted twice or missed)"
     ]
 
