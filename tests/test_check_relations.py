@@ -306,6 +306,27 @@ def test_stages_twice_the_whole_are_named_whatever_the_records_gap_says(good):
     assert check_record(near) == []
 
 
+def test_check_says_when_a_run_is_marked_incomplete(tmp_path, capsys):
+    """Issue 66: `check` said nothing of a run its env.json marks incomplete (killed, interrupted); it says so on
+    stderr, and checks the cells the run recorded as any others (the status is the relations')."""
+    import json
+
+    run = tmp_path / "r"
+    run.mkdir()
+    shutil.copy(SAMPLES / "2026-11-25-h200-kit" / "call1" / "cells.jsonl", run / "cells.jsonl")
+    env = {"schema_version": 2, "run_id": "r"}
+    (run / "env.json").write_text(json.dumps(env))
+    assert cli.main([str(run)]) == 0
+    assert "incomplete" not in capsys.readouterr().err  # the other way: a run that ended whole
+    env["incomplete"] = {"reason": "interrupted by SIGINT", "cells_recorded": 1, "cells_planned": 2}
+    (run / "env.json").write_text(json.dumps(env))
+    assert cli.main([str(run)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines()[0] == (
+        "check: r: incomplete: 1 of 2 cells (interrupted by SIGINT); only the cells it recorded were checked"
+    )
+
+
 def _run_with(tmp_path: Path, cell_id: str) -> Path:
     """A run of one real record (it breaks gpu-memory) whose cell id is `cell_id`."""
     import json

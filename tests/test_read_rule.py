@@ -354,6 +354,33 @@ def test_empty_records_file_is_no_records(tmp_path, content):
     assert not (tmp_path / "reports").exists() and not (tmp_path / "h.sqlite").exists()
 
 
+@pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo", "directory"])
+def test_a_records_file_that_is_not_a_regular_file_is_named_so(tmp_path, kind):
+    """Issue 66: check and report on a cells.jsonl linked to /dev/zero said "no cells.jsonl" (it is there, and not
+    a regular file)."""
+    from harness.check.cli import main as check_main
+
+    run = make_run(tmp_path)
+    (run / "cells.jsonl").unlink()
+    if kind == "fifo":
+        os.mkfifo(run / "cells.jsonl")
+    elif kind == "directory":
+        (run / "cells.jsonl").mkdir()
+    else:
+        (run / "cells.jsonl").symlink_to("/dev/zero")
+    for name, ran in (
+        ("check", call(check_main, [str(run)])),
+        ("report", report(run, tmp_path / "reports")),
+        ("export", export(run)),
+        ("import", import_(run, tmp_path / "h.sqlite")),
+    ):
+        assert ran.status == 2 and len(ran.error_lines) == 1, (name, ran.err)
+        assert f"{run / 'cells.jsonl'}: not a regular file" in ran.error_lines[0], (name, ran.err)
+    # the other way: a run with no cells.jsonl at all is still "no cells.jsonl"
+    (run / "cells.jsonl").unlink() if kind != "directory" else (run / "cells.jsonl").rmdir()
+    assert "no cells.jsonl" in call(check_main, [str(run)]).err
+
+
 def test_a_written_record_reads_back_under_the_rule(tmp_path):
     # the other way: what the harness writes is within every limit (a 300 kB reason included)
     rec = make_record("r", cell("onnxruntime", "n", "cpu"))

@@ -5,6 +5,9 @@ harness.core.cli_args.printable, so a cell id holding a newline or a terminal es
 relations and their tolerances are harness.check.relations' (docs/gpu.md, "Relations a record's figures satisfy").
 A RUN_DIR is a results directory (holding cells.jsonl) or a cells.jsonl-format file itself.
 
+A run marked incomplete in its env.json (killed, interrupted, stopped by a full disk) is said so on stderr, its
+recorded cells checked as any others.
+
 Exit statuses: 0 no relation broken, 1 at least one broken, 2 bad input (one line, nothing checked): an argument
 that is not a run, a records file that cannot be read, or one that holds no record ("no records").
 """
@@ -17,7 +20,7 @@ from pathlib import Path
 from harness.check.relations import RELATIONS, Finding, check_records
 from harness.core.cli_args import Parser, printable
 from harness.core.record import CellRecord
-from harness.core.results_dir import is_results_dir, read_records
+from harness.core.results_dir import incomplete_note, is_results_dir, read_env, read_records
 
 
 def build_parser() -> Parser:
@@ -37,7 +40,7 @@ def bad_input(paths: list[Path]) -> str | None:
     """The first path that is neither a results directory nor a file, as one line; None when all are usable."""
     for path in paths:
         try:
-            usable = is_results_dir(path) or path.is_file()
+            usable = is_results_dir(path) or (path.exists() and not path.is_dir())  # the reader names a FIFO
         except OSError as e:  # a name too long to look up
             return f"{path}: cannot be read ({e.strerror or e})"
         if not usable:
@@ -47,6 +50,19 @@ def bad_input(paths: list[Path]) -> str | None:
 
 def run_label(path: Path) -> str:
     return path.name if path.is_dir() else str(path)
+
+
+def incomplete(path: Path) -> str | None:
+    """'incomplete: N of M cells (why)' when the run at `path` is marked so in its env.json (killed, interrupted,
+    stopped by a full disk: harness.core.results_dir.incomplete_note), else None; an env.json that cannot be read
+    says nothing here (check relates the records, which it read)."""
+    if not path.is_dir():
+        return None
+    try:
+        env = read_env(path)
+    except ValueError:
+        return None
+    return incomplete_note(env) if env else None
 
 
 def _records(path: Path) -> list[CellRecord]:
@@ -80,6 +96,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for run, f in found:
         print(f.line(run))
+    for path in args.runs:
+        note = incomplete(path)
+        if note:
+            print(
+                f"check: {printable(run_label(path))}: {note}; only the cells it recorded were checked",
+                file=sys.stderr,
+            )
     runs = len(args.runs)
     if found:
         print(f"check: {len(found)} broken relation(s) in {n} records of {runs} run(s)", file=sys.stderr)

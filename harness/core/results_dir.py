@@ -505,9 +505,10 @@ def read_json_file(path: str | Path, what: str = "JSON file") -> Any:
 
 
 def is_results_dir(path: str | Path) -> bool:
-    """Whether path is a directory holding a cells.jsonl."""
+    """Whether path is a directory holding a cells.jsonl: of any kind, so that one which is not a regular file (a
+    link to /dev/zero, a FIFO) is named as such by the reader (`_open_regular`), never called missing."""
     try:
-        return (Path(path) / CELLS_FILE).is_file()
+        return Path(path).is_dir() and (Path(path) / CELLS_FILE).exists()
     except (OSError, ValueError):  # a name too long, a NUL in it
         return False
 
@@ -534,7 +535,7 @@ def _read_converted(path: str | Path, convert: Callable[[dict], Any], required: 
     """Each record line of cells.jsonl (or a run dir holding one) through `convert`; a ValueError names the line."""
     path = Path(path)
     try:
-        if path.is_dir():
+        if path.is_dir() and path.name != CELLS_FILE:  # a directory named cells.jsonl: "not a regular file"
             path = path / CELLS_FILE
     except (OSError, ValueError) as e:  # a name too long, a NUL in it
         raise RunFileError(f"{_shown(path)}: cannot be read ({e})") from None
