@@ -149,3 +149,33 @@ def test_durations_replaces_an_existing_file_whole(tmp_path, monkeypatch, capsys
     assert json.loads(out.read_text()) == {"suites/test_matrix.py::test_cell[c]": 12.5}
     assert "1 cells" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["durations.json"]  # no temp file left
+
+
+@pytest.mark.process
+def test_durations_prints_no_library_noise_and_keeps_its_own_warnings(tmp_path):
+    """Issue 66: `durations` printed 13 lines of the libraries' import-time chatter on stderr (coremltools' and
+    torchao's versions, torch's pytree deprecation) as each backend's probe imported them; only the harness's own
+    warnings show now (the other way: a history that cannot be read is still said)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+
+    def durations(*extra: str) -> subprocess.CompletedProcess:
+        argv = ["--profile", "quick", "-o", str(tmp_path / "d.json"), "--results-dir", str(tmp_path)]
+        return subprocess.run(
+            [sys.executable, "-m", "harness", "durations", *argv, "--cache-dir", str(tmp_path / "c"), *extra],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    quiet = durations()
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert json.loads((tmp_path / "d.json").read_text())
+    (tmp_path / "bad.sqlite").write_text("not a database")
+    warned = durations("--db", str(tmp_path / "bad.sqlite"))
+    assert warned.returncode == 0 and warned.stderr.splitlines() == [
+        f"plan: history {tmp_path / 'bad.sqlite'} not read (file is not a database): estimates from the cache "
+        "and the plan"
+    ], warned.stderr

@@ -10,8 +10,11 @@ table scaled to this machine's speed); a skip here 0. The shards then hold equal
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from harness.core import locations
@@ -37,6 +40,35 @@ def durations(
     for c in costs.values():
         sources[c.source] = sources.get(c.source, 0) + 1
     return {NODE.format(cid): round(c.seconds, 2) for cid, c in costs.items()}, sources
+
+
+def _harness_record(record: logging.LogRecord) -> bool:
+    return record.name == "harness" or record.name.startswith("harness.")
+
+
+@contextlib.contextmanager
+def only_harness_warnings() -> Iterator[None]:
+    """While the estimate runs, only harness's own warnings on stderr: each backend's probe imports its library,
+    and those warn on import about versions and optional parts this command never uses (coremltools, torchao,
+    torch: 13 lines on a CPU install); a warning of the harness (a history it could not read) still shows."""
+    root = logging.getLogger()
+    handler = logging.StreamHandler(
+        sys.stderr
+    )  # the root has a handler: Python's last-resort one is not used
+    handler.addFilter(_harness_record)
+    root.addHandler(handler)
+    torch_log = logging.getLogger("torch")  # torch's own handler, set up when it is imported
+    level = torch_log.level
+    try:
+        with contextlib.suppress(ImportError):
+            import torch  # noqa: F401
+
+            level = torch_log.level
+            torch_log.setLevel(logging.ERROR)
+        yield
+    finally:
+        torch_log.setLevel(level)
+        root.removeHandler(handler)
 
 
 def build_parser() -> Parser:
@@ -73,13 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile not in profile_names():
             raise SelectionError(f"--profile: unknown {args.profile!r}; valid: {', '.join(profile_names())}")
         scenario_mode(lambda name: args.scenarios if name == "scenarios" else None, args.profile)
-        table, sources = durations(
-            args.profile,
-            args.db or default_db_path(args.results_dir),
-            args.cache_dir,
-            args.scenarios,
-            args.results_dir,
-        )
+        with only_harness_warnings():
+            table, sources = durations(
+                args.profile,
+                args.db or default_db_path(args.results_dir),
+                args.cache_dir,
+                args.scenarios,
+                args.results_dir,
+            )
     except SelectionError as e:
         print(f"{parser.prog}: error: {printable(str(e))}", file=sys.stderr)
         return 2
