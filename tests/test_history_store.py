@@ -193,3 +193,27 @@ def test_two_concurrent_importers_leave_a_consistent_database(tmp_path):
     before = dump(db)
     assert main_import([*dirs, "--db", str(db)]) == 0
     assert dump(db) == before
+
+
+def test_a_damaged_database_is_called_damaged_not_a_directory_or_disk_problem(tmp_path):
+    """Issue 66: a history database whose pages were damaged got the hint for a missing directory or a full disk
+    ("check that DIR exists, is a directory and is writable, and that its disk has space")."""
+    from harness.core.results_dir import HistoryError
+    from harness.history.store import open_db
+
+    db = tmp_path / "h.sqlite"
+    connect(db).close()
+    with open(db, "r+b") as f:  # the schema's pages overwritten, the header left whole
+        f.seek(100)
+        f.write(b"\xff" * 8000)
+    with pytest.raises(HistoryError) as e:  # import and compare open it so
+        open_db(db)
+    assert "malformed" in str(e.value) and "the file is damaged" in str(e.value), str(e.value)
+    assert "disk has space" not in str(e.value) and "directory" not in str(e.value).split(";", 1)[1]
+    with pytest.raises(HistoryError, match="malformed") as e:  # the report's --history reader
+        open_db(db, readonly=True).execute("SELECT COUNT(*) FROM runs").fetchone()
+    assert "disk has space" not in str(e.value)
+    # the other way: a database whose directory cannot be made still gets that hint
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(HistoryError, match="disk has space"):
+        open_db(tmp_path / "file" / "h.sqlite")

@@ -149,6 +149,10 @@ def open_db(db_path: str | Path, *, readonly: bool = False) -> sqlite3.Connectio
         raise HistoryError(db_error(db_path, e)) from None
 
 
+#: what SQLite says of a database file whose pages are damaged (a torn copy, a bad disk, an edit)
+DAMAGED = ("malformed", "corrupt")
+
+
 def db_error(db_path: Path, e: BaseException) -> str:
     """One line for a sqlite3 or OS error on the history database: the file, the error, what to do."""
     if isinstance(e, OSError):
@@ -159,6 +163,11 @@ def db_error(db_path: Path, e: BaseException) -> str:
         hint = "it is a directory; pass a file path with --db (or $YOLO26_BENCH_HISTORY)"
     elif isinstance(e, sqlite3.DatabaseError) and "not a database" in str(e):
         hint = "it is not an SQLite history database; pass another --db or move the file away"
+    elif isinstance(e, sqlite3.DatabaseError) and any(w in str(e) for w in DAMAGED):
+        hint = (
+            "the file is damaged; restore it from a backup, or move it away and import the runs again (their "
+            "results directories hold every record)"
+        )
     elif "locked" in str(e) or "busy" in str(e):
         hint = "another process holds it; try again when it is done"
     else:
