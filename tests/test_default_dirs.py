@@ -65,3 +65,40 @@ def test_a_suite_run_without_dir_options_writes_only_under_the_sessions_defaults
     ).is_file()  # beside a results dir that is not the default
     assert any((cache / "exports").glob("yolo26n-detect-e2e-onnxruntime-cpu-64x64-*"))
     assert before == {p: p.exists() for p in before} and not any(before.values())
+
+
+#: the run id the child session of `test_the_test_command_opens_no_run_in_the_clones_results` names
+CHILD_RUN_ENV = "YOLO26_TEST_CHILD_RUN_ID"
+
+
+def test_this_session_opens_no_run_in_the_clones_results(request):
+    """The process this test runs in has its run directory (the one every pytest session with the plugin claims)
+    under the session's own results directory, and none of the clone's results/ holds it."""
+    from harness.pytest_plugin.plugin import BENCH_KEY
+
+    bench = request.config.stash[BENCH_KEY]
+    assert REPO not in bench.run_config.run_dir.resolve().parents, bench.run_config.run_dir
+    assert not (REPO / "results" / bench.run_id).exists()
+    if os.environ.get(CHILD_RUN_ENV):  # the child session below: its controller's run id
+        assert not (REPO / "results" / os.environ[CHILD_RUN_ENV]).exists()
+
+
+@pytest.mark.process
+def test_the_test_command_opens_no_run_in_the_clones_results(tmp_path):
+    """Issue 66: while the README's test command ran, the clone's results/ held a run directory with only a
+    `.run.lock`: pytest-xdist's controller read the plugin's --results-dir default when the plugin declared it,
+    before tests/conftest.py moved the defaults, and claimed its run there. Here a session started as the README
+    starts it (two processes, from the clone's root, no directory variable set) checks from inside."""
+    run_id = f"test-command-{os.getpid()}"
+    env = {
+        k: v for k, v in os.environ.items() if k not in (locations.RESULTS_DIR_ENV, locations.CACHE_DIR_ENV)
+    }
+    env.update(PYTHONPATH=str(REPO), **{CHILD_RUN_ENV: run_id})
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_default_dirs.py", "-k", "this_session_opens_no_run",
+         "-n", "1", "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "--run-id", run_id],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "1 passed" in p.stdout, p.stdout[-2000:]
+    assert not (REPO / "results" / run_id).exists()

@@ -48,8 +48,8 @@ class RunClaim:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.fds = []
-        if self.created is None or holds_a_run(self.run_dir):
-            return
+        if self.created is None or not self.run_dir.is_dir() or holds_a_run(self.run_dir):
+            return  # not ours to remove, already removed (a test session's own defaults directory), or a run
         for p in self.run_dir.iterdir():
             if _is_claim_file(p.name):
                 p.unlink(missing_ok=True)

@@ -130,7 +130,7 @@ def reports_dir(opt, results_dir: Path) -> Path:
     """--reports-dir; by default `reports/` beside the default results dir, else <results-dir>/reports."""
     if opt("reports_dir"):
         return Path(opt("reports_dir"))
-    if Path(opt("results_dir")) == Path(DEFAULT_RESULTS_DIR):
+    if Path(results_dir) == Path(DEFAULT_RESULTS_DIR):
         return Path(DEFAULT_REPORTS_DIR)
     return results_dir / DEFAULT_REPORTS_DIR
 

@@ -69,7 +69,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption(
         "--results-dir",
-        default=locations.results_dir(),
+        default=None,  # locations.results_dir() when the session starts (`_validate`), not when this is declared
         help=f"where results/<run_id>/ is written (default ${locations.RESULTS_DIR_ENV}, else "
         f"{locations.RESULTS_DIR})",
     )
@@ -80,7 +80,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption(
         "--cache-dir",
-        default=locations.cache_dir(),
+        default=None,  # locations.cache_dir() when the session starts
         help=f"export and checkpoint cache (default ${locations.CACHE_DIR_ENV}, else {locations.CACHE_DIR})",
     )
     g.addoption("--weights-dir", help="directory holding yolo26{size}[-task].pt; default: seeded random init")
@@ -274,12 +274,14 @@ class BenchSession:
         self.run_id = options.the_run_id(opt)
         self.weights_dir = options.weights_dir(opt)
         self.data = options.dataset(opt)
-        self.results_dir = Path(opt("results_dir"))
+        # The defaults as they are when the session starts: a conftest.py (the tests') may move them after this
+        # plugin declared its options; read then, the tests' controller claimed a run in the clone's results/.
+        self.results_dir = Path(opt("results_dir") or locations.results_dir())
         options.check_writable(self.results_dir, "--results-dir")
         self.reports_dir = options.reports_dir(opt, self.results_dir)
         if not opt("no_report"):
             options.check_writable(self.reports_dir, "--reports-dir")
-        self.cache_dir = Path(opt("cache_dir"))
+        self.cache_dir = Path(opt("cache_dir") or locations.cache_dir())
         options.check_writable(self.cache_dir, "--cache-dir")
         options.expected_file(opt)  # --update-expected rewrites it at the end: checked now, as every -o is
         self.time_budget_text = opt("time_budget")
