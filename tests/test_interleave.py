@@ -185,10 +185,16 @@ def test_episodes_go_on_with_one_timing_and_each_times_its_share():
         Contestant("b", sleeper(clock, 2.0, jitter=0.2, seed=2), 2.0),
     ]
     res = None
+    sessions = set()
     for k in (1, 2, 3):
         res = run_interleaved(calls, policy, reference="a", previous=res, episode=(k, 3), clock=clock)
         assert res.stop.startswith(f"episode {k} of 3: ")
+        sessions.add(res.session)
         clock.advance(50)  # other workloads' episodes in between: not this timing's time
+    # one timing through its episodes: its cells' records name one session (harness.core.pairing); another
+    # timing of the same runners (a --resume's) is another
+    assert len(sessions) == 1 and res.section("a")["session"] == res.section("b")["session"] == res.session
+    assert run_interleaved(calls, policy, clock=clock).session not in sessions
     assert [e["trials"] >= 3 for e in res.episodes] == [True, True, True]
     assert res.trials == sum(e["trials"] for e in res.episodes) >= 9
     assert len(res.timings["a"].samples) >= 10 and "(0.1 s: 0.05 s x 2 runners)" in res.episodes[0]["stop"]

@@ -25,7 +25,8 @@ from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.null_reasons import unexplained_nulls
 from harness.core.record_codec import record_from_dict
-from harness.core.results_dir import RecordWriter
+from harness.core.results_dir import RecordWriter, read_records
+from harness.decide.paired import ratio
 from harness.execute import workload
 from harness.execute.config import RunConfig
 from harness.execute.recording import start
@@ -33,6 +34,7 @@ from harness.execute.services import RunState
 from harness.execute.stages import Pipeline, Stage
 from harness.execute.state import Attempt, AttemptState
 from harness.measure.interleave import Contestant, RoundsPolicy, run_interleaved
+from harness.measure.stats import latency_from_samples
 from tests.conftest import REPO
 from tests.fake_clock import FakeClock
 from tests.reliability_helpers import child_env
@@ -101,6 +103,16 @@ def test_sigkill_keeps_the_finished_cell_and_resume_runs_only_the_missing_one(tm
     assert ov.timing["mode"] == "solo"  # its partner is not timed again: no paired ratio, said why
     assert ov.paired is None and "not timed with it" in ov.null_reasons["paired"], ov.null_reasons["paired"]
     assert unexplained_nulls(ov) == []
+    # issue 66: the kept record's ratio to OpenVINO came from the killed run's timing, OpenVINO's rounds from the
+    # resumed one's: read back, no pair across the two timings, one comparison whichever way it is read
+    assert rec.timing["session"] != ov.timing["session"]
+    read = {r.cell_id: r for r in read_records(run_dir)}
+    assert (
+        read[ORT].paired is None and "another interleaved timing session" in read[ORT].null_reasons["paired"]
+    )
+    one_way, other_way = ratio(read[ORT], read[OV]), ratio(read[OV], read[ORT])
+    assert not one_way.paired and not other_way.paired
+    assert one_way.value * other_way.value == pytest.approx(1.0)
     print(f"killed run {kill_s:.0f} s, resumed run {time.monotonic() - t0 - kill_s:.0f} s")
 
 
@@ -149,6 +161,9 @@ class FakeRun:
         self.run.timed_workloads[workload.workload_label(self.cells[0])] = (states, states)
 
     def _stage(self, s: AttemptState, name: str) -> bool:
+        if name == "timed_rounds":  # as the real stage records its rounds and how they were timed
+            s.rec.timing = s.timed.section(s.attempt.cell_id)
+            s.rec.latency_ms = latency_from_samples(s.timed.timings[s.attempt.cell_id].samples, "model")
         if name == "end_to_end":
             self.on_disk[s.cell.backend] = [r["cell_id"] for r in _lines(self.config.run_dir)]
         if name == "parity":
@@ -226,3 +241,34 @@ def test_a_cell_timed_without_its_partners_says_so(tmp_path):
     ort = fake.records()["onnxruntime"]
     assert ort["status"] == "ok" and ort["paired"] is None
     assert ort["null_reasons"]["paired"] == workload.ALONE and "not timed with it" in workload.ALONE
+
+
+def test_a_partner_timed_in_another_process_is_no_pair_when_read(tmp_path):
+    """Issue 66: killed after ONNX Runtime's record, then --resume: the kept record held a paired ratio to OpenVINO
+    from the killed run's timing, OpenVINO's record came from the resumed process's, and harness.decide.paired read
+    the pair as 1.151 one way and 0.524 the other. Each interleaved timing has its own id in its records
+    (`timing.session`); read back, a ratio to a partner of another session is dropped, with why."""
+    killed, resumed = FakeRun(tmp_path / "killed"), FakeRun(tmp_path / "resumed")
+    kept, again = killed.records(), resumed.records()
+    sessions = {r["timing"]["session"] for r in kept.values()}
+    assert len(sessions) == 1 and sessions != {again["openvino"]["timing"]["session"]}
+    # the other way: the records of one timing read back with every pair standing
+    whole = {r.backend: r for r in read_records(killed.config.run_dir)}
+    assert ratio(whole["onnxruntime"], whole["openvino"]).paired
+    assert set(whole["onnxruntime"].paired["others"]) == {_id("torch-eager"), _id("openvino")}
+    # the run as a --resume leaves it: two records of the killed run's timing, OpenVINO's of the resumed one's
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    lines = [kept["torch-eager"], kept["onnxruntime"], again["openvino"]]
+    (mixed / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    recs = {r.backend: r for r in read_records(mixed)}
+    ort, ov, eager = recs["onnxruntime"], recs["openvino"], recs["torch-eager"]
+    assert set(ort.paired["others"]) == {_id("torch-eager")} and ort.paired["ratio"] is not None
+    assert "another interleaved timing session" in ort.null_reasons[f"paired.others.{_id('openvino')}"]
+    assert ov.paired is None and "another interleaved timing session" in ov.null_reasons["paired"]
+    assert _id("openvino") not in eager.paired["others"]
+    one_way, other_way = ratio(ort, ov), ratio(ov, ort)
+    assert not one_way.paired and not other_way.paired
+    assert one_way.value * other_way.value == pytest.approx(1.0)  # one comparison, whichever way it is read
+    assert ratio(ort, eager).paired  # the two that were timed together still are
+    assert unexplained_nulls(ort) == [] and unexplained_nulls(ov) == []

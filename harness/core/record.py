@@ -233,7 +233,8 @@ class CellRecord(_Stamped):
     first_run_ms: float | None
     latency_ms: Latency | None
     samples_ms: list[float] | None
-    #: how the rounds were timed: mode, with, trials, block_rounds, block_s, stop, elapsed_s (+ episodes, quiesce)
+    #: how the rounds were timed: mode, with, trials, block_rounds, block_s, stop, elapsed_s (+ episodes, quiesce,
+    #: session: the interleaved timing's id, harness.core.pairing)
     timing: dict[str, Any] | None
     #: the p50 relative to the reference runner's: reference, reference_backend, ratio, ratio_ci, trials, ...
     paired: dict[str, Any] | None

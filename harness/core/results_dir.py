@@ -33,6 +33,7 @@ from typing import Any
 
 from harness.core.cli_args import printable
 from harness.core.migrate import migrate_env, migrate_record
+from harness.core.pairing import drop_cross_session_pairs
 from harness.core.record import STATUSES, CellRecord, check_finite
 from harness.core.record_codec import record_from_dict, record_to_dict, record_to_json
 
@@ -522,7 +523,9 @@ def read_records(path: str | Path, *, required: bool = False) -> list[CellRecord
     MAX_RECORDS_BYTES; NoRecords (one) when `required` and it holds no record. A record that does not fit CellRecord
     (RecordError) or of an unknown schema version raises ValueError naming the file and line.
     """
-    return _read_converted(path, record_from_dict, required)
+    records = _read_converted(path, record_from_dict, required)
+    drop_cross_session_pairs(records)  # a ratio to a partner a --resume timed in another process is no pair
+    return records
 
 
 def read_record_dicts(path: str | Path, *, required: bool = False) -> list[dict[str, Any]]:

@@ -3,13 +3,15 @@
 Cells of one workload are timed interleaved, so the ratio of their p50s is measured, with its 95% interval, from
 blocks of rounds that ran next to each other in time: the machine's drift cancels in it, which it does not in the
 ratio of two p50s taken apart. These helpers read that ratio and fall back to the p50s (said so) only for cells
-that were not timed together (another run, another batch, a record from before paired timing).
+that were not timed together (another run, another batch, a record from before paired timing, a partner a --resume
+re-timed in another process).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.core.pairing import timed_together
 from harness.core.record import CellRecord
 from harness.decide.load import p50
 from harness.measure.stats import Interval, p50_interval
@@ -48,9 +50,10 @@ def _entry(rec: CellRecord, other_id: str) -> dict | None:
 
 
 def ratio(a: CellRecord, b: CellRecord) -> Ratio | None:
-    """a's p50 over b's: the paired ratio when they were timed together, else the ratio of their p50s (no
+    """a's p50 over b's: the paired ratio when they were timed together (in one interleaved timing session:
+    harness.core.pairing, which the records' reader applies to a whole run), else the ratio of their p50s (no
     interval); None when either has no p50."""
-    entry = _entry(a, str(b.cell_id))
+    entry = _entry(a, str(b.cell_id)) if timed_together(a, b) else None
     if entry is not None and isinstance(entry.get("ratio"), int | float):
         ci = entry.get("ratio_ci")
         return Ratio(float(entry["ratio"]), (float(ci[0]), float(ci[1])) if ci else None, True)

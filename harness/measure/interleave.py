@@ -26,6 +26,7 @@ import logging
 import math
 import random
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -133,6 +134,9 @@ class Interleaved:
     #: the episodes this timing was spread over (one unless `run_interleaved(previous=...)` went on with it):
     #: {trials, elapsed_s, stop} each
     episodes: list[dict] = field(default_factory=list)
+    #: this timing's own id, the same through its episodes: the records of its cells carry it (`timing.session`),
+    #: so a reader can tell two cells timed side by side from two a --resume timed apart (harness.core.pairing)
+    session: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
     def trials(self) -> int:
@@ -154,6 +158,7 @@ class Interleaved:
             "stop": self.stop,
             "elapsed_s": round(self.elapsed_s, 3),
             "episodes": [dict(e) for e in self.episodes],
+            "session": self.session,
             "quiesce": {
                 "waited_s": round(self.quiesce_s, 3),
                 "capped": self.quiesce_capped,
@@ -352,7 +357,8 @@ def run_interleaved(
         *episodes,
         {"trials": len(orders) - first_trial, "elapsed_s": round(elapsed - spent, 3), "stop": stop},
     ]
-    return Interleaved(timings, orders, stop, elapsed, p, waited, capped, episodes)
+    session = {"session": previous.session} if previous is not None else {}  # episodes go on with one timing
+    return Interleaved(timings, orders, stop, elapsed, p, waited, capped, episodes, **session)
 
 
 def sequential(
