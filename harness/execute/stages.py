@@ -82,7 +82,7 @@ def pipeline(services: RunServices, run: RunState) -> Pipeline:
     cfg, say = services.config, services.progress
     cache, data, refs = services.cache, services.data, services.references
 
-    peaks = RunPeaks(cfg.run_dir)  # the run's env.json `peaks`, read when the first ok cell needs them
+    peaks = RunPeaks(cfg.run_dir, cfg.threads)  # env.json `peaks`, read again beside each workload
 
     def slowdown(s: AttemptState) -> float:
         return services.slowdown_factor(s.cell)

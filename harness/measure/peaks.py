@@ -81,14 +81,16 @@ def _pick_size(make: Make, sizes: tuple[int, ...], limit_s: float, sync: Sync) -
     return max((n for n in sizes if t * (n / n0) ** 3 <= limit_s), default=n0)
 
 
-def _product_rate(make: Make, sizes: tuple[int, ...], limit_s: float, sync: Sync = None) -> tuple[float, int]:
-    """(operations per second, the side timed) of the square products `make(n)` returns."""
+def _product_rate(
+    make: Make, sizes: tuple[int, ...], limit_s: float, sync: Sync = None, reps: int = REPS
+) -> tuple[float, int]:
+    """(operations per second, the side timed) of the square products `make(n)` returns: the best of `reps`."""
     n = _pick_size(make, sizes, limit_s, sync)
     fn = make(n)
     fn()  # warm-up at the timed side
     if sync is not None:
         sync()
-    return _best_rate(fn, 2.0 * n**3, REPS, sync), n
+    return _best_rate(fn, 2.0 * n**3, reps, sync), n
 
 
 def _failed(e: BaseException) -> str:
@@ -242,7 +244,7 @@ CPU_LIBRARIES: dict[str, tuple[tuple[str, str, Callable[[int], tuple[Make, Any]]
 }
 
 
-def _triad_cpu(threads: int) -> tuple[float, str]:
+def _triad_cpu(threads: int, reps: int = REPS * 2) -> tuple[float, str]:
     import torch
 
     n = TRIAD_MIB * 2**20 // 4
@@ -253,10 +255,10 @@ def _triad_cpu(threads: int) -> tuple[float, str]:
             torch.add(b, c, alpha=3.0, out=a)
 
         triad()
-        rate = _best_rate(triad, 3.0 * n * 4, REPS * 2)
+        rate = _best_rate(triad, 3.0 * n * 4, reps)
     how = (
         f"STREAM triad a = b + 3c (torch.add(out=a)) at {at}, 3 float32 arrays of {TRIAD_MIB} MiB, bytes = the 3 "
-        f"arrays per pass, the best of {REPS * 2}"
+        f"arrays per pass, the best of {reps}"
     )
     return rate, how
 
@@ -299,7 +301,7 @@ def measure_cpu(threads: int) -> dict:
 
 
 # -- CUDA -----------------------------------------------------------------------------------------------------------
-def _copy_rate(dev: Any, sync: Callable[[], None]) -> float:
+def _copy_rate(dev: Any, sync: Callable[[], None], reps: int = REPS * 2) -> float:
     """Device-to-device copy bandwidth (bytes read plus written per second) of COPY_MIB MiB."""
     import torch
 
@@ -312,7 +314,71 @@ def _copy_rate(dev: Any, sync: Callable[[], None]) -> float:
 
     copy()
     sync()
-    return _best_rate(copy, 2.0 * nbytes, REPS * 2, sync)
+    return _best_rate(copy, 2.0 * nbytes, reps, sync)
+
+
+def _cuda_product(prec: str, dev: Any) -> Make:
+    """cuBLAS's square product at `prec` on `dev` (torch._int_mm, cuBLASLt, at int8); TF32 is the caller's switch."""
+    import torch
+
+    dtypes = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+    def make(n: int) -> Callable[[], Any]:
+        if prec == "int8":
+            a = torch.randint(-64, 64, (n, n), dtype=torch.int8, device=dev)
+            b = torch.randint(-64, 64, (n, n), dtype=torch.int8, device=dev)
+            return lambda: torch._int_mm(a, b)
+        a = torch.randn(n, n, device=dev, dtype=dtypes[prec])
+        b = torch.randn(n, n, device=dev, dtype=dtypes[prec])
+        return lambda: torch.matmul(a, b)
+
+    return make
+
+
+def cuda_rates(dev: Any, precisions: tuple[str, ...], reps: int) -> tuple[dict, dict, dict]:
+    """(rate per precision and `bandwidth`, how each was measured, why each that failed did) on CUDA device `dev`:
+    cuBLAS's products at `precisions`, each the best of `reps` synchronised after a warm-up, and the
+    device-to-device copy bandwidth, the best of 2 x `reps`."""
+    import torch
+
+    rates: dict[str, float] = {}
+    hows: dict[str, str] = {}
+    reasons: dict[str, str] = {}
+
+    def sync() -> None:
+        torch.cuda.synchronize(dev)
+
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for prec in precisions:
+            try:
+                torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+                rate, n = _product_rate(_cuda_product(prec, dev), GPU_SIZES, MAX_REP_S["cuda"], sync, reps)
+                lib = (
+                    "torch._int_mm (cuBLASLt) int8 -> int32"
+                    if prec == "int8"
+                    else f"torch.matmul (cuBLAS) {prec}"
+                )
+                rates[prec], hows[prec] = (
+                    rate,
+                    f"{lib} {n}x{n}, the best of {reps} after a warm-up, synchronised",
+                )
+            except Exception as e:
+                reasons[prec] = _failed(e)
+            finally:
+                torch.cuda.empty_cache()
+        try:
+            rates["bandwidth"] = _copy_rate(dev, sync, reps * 2)
+            hows["bandwidth"] = (
+                f"device-to-device copy of {COPY_MIB} MiB (dst.copy_(src)), bytes = read + write, "
+                f"the best of {reps * 2}"
+            )
+        except Exception as e:
+            reasons["bandwidth"] = _failed(e)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.cuda.empty_cache()
+    return rates, hows, reasons
 
 
 def measure_cuda() -> tuple[dict | None, str | None]:
@@ -331,50 +397,9 @@ def measure_cuda() -> tuple[dict | None, str | None]:
         "bandwidth": None,
         "how": {},
     }
-    reasons: dict[str, str] = {}
-
-    def sync() -> None:
-        torch.cuda.synchronize(dev)
-
-    tf32 = torch.backends.cuda.matmul.allow_tf32
-    dtypes = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-    try:
-        for prec in GPU_PRECISIONS:
-
-            def make(n: int, prec: str = prec) -> Callable[[], Any]:
-                if prec == "int8":
-                    a = torch.randint(-64, 64, (n, n), dtype=torch.int8, device=dev)
-                    b = torch.randint(-64, 64, (n, n), dtype=torch.int8, device=dev)
-                    return lambda: torch._int_mm(a, b)
-                a = torch.randn(n, n, device=dev, dtype=dtypes[prec])
-                b = torch.randn(n, n, device=dev, dtype=dtypes[prec])
-                return lambda: torch.matmul(a, b)
-
-            try:
-                torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-                rate, n = _product_rate(make, GPU_SIZES, MAX_REP_S["cuda"], sync)
-                out["compute"][prec] = round(rate)
-                lib = (
-                    "torch._int_mm (cuBLASLt) int8 -> int32"
-                    if prec == "int8"
-                    else f"torch.matmul (cuBLAS) {prec}"
-                )
-                out["how"][prec] = f"{lib} {n}x{n}, the best of {REPS} after a warm-up, synchronised"
-            except Exception as e:
-                reasons[prec] = _failed(e)
-            finally:
-                torch.cuda.empty_cache()
-        try:
-            out["bandwidth"] = round(_copy_rate(dev, sync))
-            out["how"]["bandwidth"] = (
-                f"device-to-device copy of {COPY_MIB} MiB (dst.copy_(src)), bytes = read + write, "
-                f"the best of {REPS * 2}"
-            )
-        except Exception as e:
-            reasons["bandwidth"] = _failed(e)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.cuda.empty_cache()
+    rates, out["how"], reasons = cuda_rates(dev, GPU_PRECISIONS, REPS)
+    out["compute"] = {p: round(v) for p, v in rates.items() if p != "bandwidth"}
+    out["bandwidth"] = round(rates["bandwidth"]) if "bandwidth" in rates else None
     if reasons:
         out["null_reasons"] = reasons
     out["seconds"] = round(time.perf_counter() - t0, 3)
