@@ -24,6 +24,7 @@ from harness.backends._shared.backbone_only import (
     postprocess_spec,
 )
 from harness.backends._shared.cuda_streams import per_stream_calls
+from harness.backends._shared.fake_cuda import FAKE_OPTION
 from harness.backends._shared.libstdcxx import PRELOAD_OPTION, promote_global, system_libstdcxx, wrapper_facts
 from harness.backends._shared.precision import graph_value_dtypes, torch_dtype_counts, verdict
 from harness.backends._shared.probes import inductor_missing, not_installed
@@ -98,6 +99,65 @@ def aoti_precision(export_info: dict, device: str) -> tuple[str | None, str, dic
     return executed, source, detail
 
 
+def fake_export(req: ExportRequest, out: Path) -> ExportResult:
+    """The CUDA package traced on fake CUDA tensors (harness.backends._shared.fake_cuda): torch.export, then
+    AOTInductor's lowering, code generation and C++ wrapper for the stated target, up to the step that needs a GPU.
+    The artifact is the trace's JSON; a failure before that step is raised as a GPU export would meet it."""
+    import torch._inductor
+
+    from harness.backends._shared.fake_cuda import (
+        Trace,
+        attach,
+        export_fake,
+        graph_inventory,
+        make_shims,
+        run_to_device,
+        stated_device,
+        write_trace,
+    )
+
+    trace = Trace(req.options[FAKE_OPTION])
+    shims = make_shims(trace)
+    model, spec, h, w, dynamic_shapes = prepared_for_export(req)
+    info: dict = {"device": "cuda", "remedy": req.options.get("remedy")}
+    if spec is not None:
+        info["host_postprocess"] = spec
+    pt2 = out / f"yolo26{req.size}-{req.task}-aoti-cuda{'-backbone' if spec is not None else ''}.pt2"
+
+    def compile_package():
+        with stated_device(trace), shims:
+            return torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2))
+
+    try:
+        with trace.stage("torch.export on fake CUDA tensors"):
+            ep = export_fake(model, (req.batch, 3, h, w), shims, dynamic_shapes)
+        info["graph_ops"] = graph_inventory(ep)
+        if run_to_device(trace, "AOTInductor lowering, code generation and C++ wrapper", compile_package):
+            trace.notes.append("the compile returned without reaching a step that needs a GPU")
+    except Exception as e:
+        raise attach(e, trace) from None
+    return ExportResult(write_trace(out, info, trace), info)
+
+
+def prepared_for_export(req: ExportRequest):
+    """The network as ultralytics prepares it for `req` (the backbone-only remedy applied), with the host
+    post-processing spec or None, the example height and width, and the dynamic-shape spec or None."""
+    from harness.yolo.models import prepared_model
+
+    h, w = (req.height or DYNAMIC_EXAMPLE), (req.width or DYNAMIC_EXAMPLE)
+    model = prepared_model(req.checkpoint, req.head, (h, w), dynamic=req.dynamic)
+    spec = None
+    if export_remedy(req) == REMEDY_BACKBONE_ONLY:
+        spec = postprocess_spec(model)
+        model = backbone_only(model)
+    dynamic_shapes = None
+    if req.dynamic:
+        from harness.yolo.dynamic import dynamic_shapes_spec
+
+        dynamic_shapes = dynamic_shapes_spec(req.options)
+    return model, spec, h, w, dynamic_shapes
+
+
 def export_program(req: ExportRequest, device: str, dtype):
     """torch.export of the network as ultralytics prepares it, on `device` in `dtype`; dynamic H/W when asked.
 
@@ -107,21 +167,9 @@ def export_program(req: ExportRequest, device: str, dtype):
     """
     import torch
 
-    from harness.yolo.models import prepared_model
-
-    h, w = (req.height or DYNAMIC_EXAMPLE), (req.width or DYNAMIC_EXAMPLE)
-    model = prepared_model(req.checkpoint, req.head, (h, w), dynamic=req.dynamic)
-    spec = None
-    if export_remedy(req) == REMEDY_BACKBONE_ONLY:
-        spec = postprocess_spec(model)
-        model = backbone_only(model)
+    model, spec, h, w, dynamic_shapes = prepared_for_export(req)
     model = model.to(device).to(dtype)
     im = torch.zeros(req.batch, 3, h, w, device=device, dtype=dtype)
-    dynamic_shapes = None
-    if req.dynamic:
-        from harness.yolo.dynamic import dynamic_shapes_spec
-
-        dynamic_shapes = dynamic_shapes_spec(req.options)
     with torch.no_grad():
         return torch.export.export(model, (im,), dynamic_shapes=dynamic_shapes, strict=False), spec
 
@@ -202,6 +250,7 @@ class Aoti(Backend):
     precisions = {"cpu": ("fp32",), "cuda": ("fp32", "fp16")}
     supports_dynamic = True
     library = "torch"
+    fake_cuda = True
     #: load with AOTInductor's single-threaded runner (required under CUDA-graph capture)
     run_single_threaded: ClassVar[bool] = False
 
@@ -225,9 +274,11 @@ class Aoti(Backend):
 
         device = "cuda" if req.device == "cuda" else "cpu"
         dtype = torch_dtype(req.precision)
-        set_tf32(device, dtype)  # Inductor decides TF32 for its generated GEMMs at compile time
         out = Path(req.out_dir)
         out.mkdir(parents=True, exist_ok=True)
+        if req.options.get(FAKE_OPTION):
+            return fake_export(req, out)
+        set_tf32(device, dtype)  # Inductor decides TF32 for its generated GEMMs at compile time
         t0 = time.perf_counter()
         ep, spec = export_program(req, device, dtype)
         export_s = time.perf_counter() - t0

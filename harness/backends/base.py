@@ -343,6 +343,32 @@ class Backend(ABC):
     #: where `harness.backends.names()` lists this backend (lower first; equal orders sort by name): the order of
     #: the `--backends` choices, of "valid: ..." messages and of the devices gathered from the backends
     registry_order: ClassVar[int] = 1000
+    #: can trace its CUDA export on fake CUDA tensors where no GPU is (harness.backends._shared.fake_cuda): the
+    #: export request then carries the option `fake_cuda` and `export` stops where a GPU is needed
+    fake_cuda: ClassVar[bool] = False
+
+    def fake_cuda_reason(self, cell) -> str | None:
+        """Why `cell`'s export cannot be traced on a fake CUDA device here, or None when it can: a CUDA cell of a
+        backend that declares `fake_cuda`, torch importable, and no CUDA device (where one is, the real export
+        runs)."""
+        if not self.fake_cuda:
+            return f"{self.name} has no fake-device trace"
+        if cell.device != "cuda":
+            return "only CUDA cells are traced on a fake device"
+        if cell.precision != "fp32":
+            return "the fake-device trace exports fp32 only"
+        from harness.backends._shared.probes import not_installed
+
+        reason = not_installed("torch")
+        if reason:
+            return reason
+        import importlib.util
+
+        if importlib.util.find_spec("triton") is None:
+            return "triton is not installed: the fake-device trace generates Triton kernels for the stated GPU"
+        import torch
+
+        return "a CUDA device is here: the real export runs" if torch.cuda.is_available() else None
 
     def export_only_reason(self, cell) -> str | None:
         """Why `cell` is export-only here (record status "exported"), or None when it runs.

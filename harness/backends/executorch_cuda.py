@@ -10,10 +10,8 @@ the network up to the one-to-one head's decoded predictions goes on the device, 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 from harness.backends import register
@@ -26,7 +24,9 @@ from harness.backends._shared.backbone_only import (
     host_postprocess,
     postprocess_spec,
 )
+from harness.backends._shared.executorch_cuda_options import OPTIONS_HOOK, compile_options
 from harness.backends._shared.executorch_runtime import ExecuTorchMethodRunner, runtime_backends
+from harness.backends._shared.fake_cuda import FAKE_OPTION
 from harness.backends._shared.phases import phase
 from harness.backends._shared.probes import torch_cuda_missing
 from harness.backends.base import Backend, BackendUnavailable, ExportRequest, ExportResult, Runner
@@ -36,11 +36,13 @@ log = logging.getLogger(__name__)
 
 #: the backbone-only remedy's names, imported from here by harness.measure.parity and benchmarks/gpu_check.py
 __all__ = [
+    "OPTIONS_HOOK",
     "REMEDY_BACKBONE_ONLY",
     "ExecuTorchCuda",
     "ExecuTorchCudaRunner",
     "HostTopKRunner",
     "backbone_only",
+    "compile_options",
     "export_remedy",
     "host_postprocess",
     "postprocess_spec",
@@ -85,11 +87,6 @@ def autotune_setting(cuda_backend, specs) -> dict:
     }
 
 
-#: the hook executorch's AotiBackend.preprocess reads its Inductor options from (executorch 1.2 to 1.5:
-#: `options = cls.get_aoti_compile_options(compile_specs)`, then `torch._inductor.aot_compile(..., options=options)`)
-OPTIONS_HOOK = "get_aoti_compile_options"
-
-
 def compile_threads(env: dict | None = None) -> int:
     """Inductor's compile workers for an export: $TORCHINDUCTOR_COMPILE_THREADS, else the cores this process may
     run on (a container's affinity, not the host's count)."""
@@ -115,36 +112,6 @@ def compile_overrides(env: dict | None = None) -> dict:
     return {"aot_inductor.emit_multi_arch_kernel": False, "compile_threads": compile_threads(env)}
 
 
-@contextlib.contextmanager
-def compile_options(backend_cls, overrides: dict, seen: dict) -> Iterator[None]:
-    """`backend_cls.get_aoti_compile_options` returns its own options with `overrides` laid over them while this
-    is open (the class's own classmethod is put back after). `seen` gets what the backend would have used for each
-    overridden key (`executorch_defaults`) and the overrides."""
-    owner = next((k for k in backend_cls.__mro__ if OPTIONS_HOOK in k.__dict__), None)
-    if owner is None:
-        raise AttributeError(
-            f"{backend_cls.__name__} has no {OPTIONS_HOOK}: this executorch is not one the harness knows"
-        )
-    original = owner.__dict__[OPTIONS_HOOK]
-    func = original.__func__ if isinstance(original, classmethod) else original
-
-    def patched(cls, compile_specs):
-        options = dict(func(cls, compile_specs))
-        seen["executorch_defaults"] = {k: options.get(k, "(not set)") for k in overrides}
-        options.update(overrides)
-        return options
-
-    seen["overrides"] = dict(overrides)
-    setattr(backend_cls, OPTIONS_HOOK, classmethod(patched))
-    try:
-        yield
-    finally:
-        if owner is backend_cls:
-            setattr(backend_cls, OPTIONS_HOOK, original)
-        else:
-            delattr(backend_cls, OPTIONS_HOOK)
-
-
 @register
 class ExecuTorchCuda(Backend):
     """ExecuTorch CUDA backend.
@@ -165,6 +132,7 @@ class ExecuTorchCuda(Backend):
     precisions = {"cuda": ("fp32",)}
     supports_dynamic = False  # the seeds: strided-convolution guards block dynamic H/W on this backend
     library = "executorch"
+    fake_cuda = True
 
     def __init__(self) -> None:
         self._runtime_reason: str | None = None
@@ -226,6 +194,11 @@ class ExecuTorchCuda(Backend):
         if remedy == REMEDY_BACKBONE_ONLY:
             info["host_postprocess"] = postprocess_spec(model)
             model = backbone_only(model)
+        if req.options.get(FAKE_OPTION):
+            from harness.backends._shared.executorch_cuda_trace import fake_export
+
+            Path(req.out_dir).mkdir(parents=True, exist_ok=True)
+            return ExportResult(*fake_export(req, model, Path(req.out_dir), info))
         im = torch.zeros(req.batch, 3, req.height, req.width)
         specs = [CudaBackend.generate_method_name_compile_spec("forward")]
         seen: dict = {}

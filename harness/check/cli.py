@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.check import fake_vs_gpu
 from harness.check.relations import RELATIONS, Finding, check_records
 from harness.core.cli_args import Parser, printable
 from harness.core.record import CellRecord
@@ -25,6 +26,7 @@ from harness.core.results_dir import incomplete_note, is_results_dir, read_env, 
 
 def build_parser() -> Parser:
     listing = "; ".join(f"{name}: {text}" for name, (text, _) in RELATIONS.items())
+    listing += f"; {fake_vs_gpu.RELATION} (across the runs given): {fake_vs_gpu.DESCRIPTION}"
     p = Parser(
         "check",
         description="List each record whose figures break a relation the harness states, one line per record "
@@ -78,6 +80,7 @@ def check_paths(paths: list[Path]) -> tuple[list[tuple[str, Finding]], int]:
     checked."""
     runs = [(run_label(path), _records(path)) for path in paths]
     found = [(label, f) for label, records in runs for f in check_records(records)]
+    found += fake_vs_gpu.compare(runs)  # a fake-device trace against the same cell's GPU export, across runs
     return found, sum(len(records) for _, records in runs)
 
 

@@ -7,8 +7,11 @@ device). `unexplained_nulls` is the check: it lists what still has no reason, an
 
 from __future__ import annotations
 
-from harness.core.record import RECORD_FIELDS, CellRecord
+from harness.core.record import RECORD_FIELDS, TRACED_STATUSES, CellRecord
 from harness.core.record_codec import section_items
+
+#: what every fake-device record says (harness.backends._shared.fake_cuda.FAKE_LABEL; the core imports no backend)
+FAKE_LABEL = "export traced on a CPU machine (fake CUDA device); compiling kernels, loading and timing need a GPU"
 
 # Sections whose fields are checked one by one once the section itself exists.
 SECTIONS = ("memory", "energy", "latency_ms", "latency_e2e_ms", "stages_ms", "parity", "accuracy", "roofline")
@@ -18,6 +21,8 @@ RAN = ("ok", "parity_failed")
 def _not_run(status: str) -> str:
     if status == "exported":
         return "export-only target: nothing runs here"
+    if status in TRACED_STATUSES:
+        return f"{FAKE_LABEL}: nothing runs"
     return f"cell did not run ({status})"
 
 
@@ -26,7 +31,7 @@ def _fixed_reason(rec: CellRecord, field: str) -> str | None:
     status = rec.status
     return {
         "reason": "ok: nothing to explain" if status == "ok" else "no reason was given",
-        "failure": "nothing failed" if status in ("ok", "skipped", "exported") else None,
+        "failure": "nothing failed" if status in ("ok", "skipped", "exported", "traced") else None,
         "remedy": "not a remedy attempt",
         "remedy_of": "not a remedy attempt",
         "ops": f"{rec.backend} does not report delegated and fallback operators",

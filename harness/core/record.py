@@ -27,8 +27,14 @@ STATUSES = (
     "timeout",
     "crashed",
     "exported",  # export-only targets: the artifact exists, no runtime for it here
+    # a CUDA export traced on a CPU machine with fake CUDA tensors (harness.backends._shared.fake_cuda): it reached
+    # the step that needs a GPU (traced) or failed before it (trace_failed); never a GPU measurement
+    "traced",
+    "trace_failed",
 )
 FAILED_STATUSES = ("export_failed", "load_failed", "run_failed", "parity_failed", "timeout", "crashed")
+#: the statuses of an export traced on a fake CUDA device: neither a GPU export's nor a failure of one
+TRACED_STATUSES = ("traced", "trace_failed")
 
 
 #: a percentile rests on at least this many timed rounds; below, it is null with the reason (p99 of 5 rounds would
@@ -295,10 +301,22 @@ class CellRecord(_Stamped):
     #: load options (the rung), a library preloaded and how, an AOTInductor wrapper's needed libraries
     #: (harness.backends._shared.libstdcxx); the cells whose load it describes only
     loader: dict[str, Any] | None = None
+    #: an export traced on a fake CUDA device (status traced or trace_failed): label, device, target (the stated
+    #: GPU's facts), stages (name, status, seconds), stopped_at, shims, device_facts_asked, notes
+    fake_device: dict[str, Any] | None = None
 
 
 #: the fields only some records carry, written only when set
-OPTIONAL_FIELDS = ("corrupted", "synthetic", "machine", "source_run_id", "host_bound", "roofline", "loader")
+OPTIONAL_FIELDS = (
+    "corrupted",
+    "synthetic",
+    "machine",
+    "source_run_id",
+    "host_bound",
+    "roofline",
+    "loader",
+    "fake_device",
+)
 #: every record's fields, in the order they are written
 RECORD_FIELDS = tuple(f.name for f in fields(CellRecord) if f.name not in OPTIONAL_FIELDS)
 

@@ -43,13 +43,14 @@ def remedies(
     cell: Cell, rec: CellRecord, services: RunServices, run: RunState, stages: Pipeline
 ) -> list[CellRecord]:
     """The remedy attempts of a cell whose attempt failed (harness.execute.ladder), each timed alone."""
-    if rec.status not in FAILED_STATUSES or not services.config.remedies or run.stop_reason:
+    failed = (*FAILED_STATUSES, "trace_failed")
+    if rec.status not in failed or not services.config.remedies or run.stop_reason:
         return []
 
     def try_remedy(a: Attempt) -> tuple[list[CellRecord], bool]:
         r = run_attempt(a, services, run, stages)
         services.progress(f"{rec.cell_id}: remedy {r.remedy}: {r.status}")
-        return [r], r.status == "ok"
+        return [r], r.status in ("ok", "traced")
 
     return climb(cell, rec, try_remedy)
 
@@ -63,13 +64,14 @@ def dynamic(cell: Cell, services: RunServices, run: RunState, stages: Pipeline) 
     """
     base = {"dynamic_range": list(services.config.dynamic_range)}
     recs = dynamic_attempt(Attempt(cell, cell.id, export_options=base), services, run, stages)
-    if recs[0].status != "export_failed" or not services.config.remedies:
+    export_failed = ("export_failed", "trace_failed")  # a fake-device trace fails its export as a GPU one would
+    if recs[0].status not in export_failed or not services.config.remedies:
         return recs
 
     def try_remedy(a: Attempt) -> tuple[list[CellRecord], bool]:
         a.export_options = {**base, **a.export_options}
         out = dynamic_attempt(a, services, run, stages)
-        return out, out[0].status != "export_failed"
+        return out, out[0].status not in export_failed
 
     return [*recs, *climb(cell, recs[0], try_remedy, dynamic=True)]
 

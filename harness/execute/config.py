@@ -24,6 +24,9 @@ class RunConfig:
     standin: bool = True
     #: mAP of each cell on a dataset's val split (harness.accuracy); --no-accuracy switches it off
     accuracy: bool = True
+    #: trace the CUDA cells' exports on a fake CUDA device where no GPU is, for this stated target (--fake-cuda;
+    #: harness.backends._shared.fake_cuda.TARGETS); None: such cells are skipped for want of a device
+    fake_cuda: str | None = None
     #: val images per cell (the first ones by name)
     accuracy_images: int = 32
     #: a user's dataset YAML (ultralytics layout) for accuracy and int8 calibration; None: the generated dataset

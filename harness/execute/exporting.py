@@ -16,10 +16,13 @@ from pathlib import Path
 from filelock import Timeout
 
 from harness.backends._shared import calibration
+from harness.backends._shared.fake_cuda import FAKE_OPTION
 from harness.backends._shared.ultralytics_export import artifact_bytes
 from harness.backends.base import ExportRequest
 from harness.core.cell import Cell
+from harness.core.null_reasons import FAKE_LABEL
 from harness.core.record import PENDING
+from harness.core.results_dir import dig
 from harness.diagnosis.failure import first_line
 from harness.diagnosis.outcome import ExportOutcome
 from harness.execute.config import RunConfig
@@ -233,6 +236,8 @@ def export(
         rec.export_s = outcome.export_s
         rec.cache_hit = prebuilt is None and outcome.wall_s is None
         rec.export_origin = export_origin(outcome, prebuilt is not None, s.reexported)
+        if a.export_options.get(FAKE_OPTION):
+            return traced(s, outcome, progress)
         if outcome.status != "ok":
             return fail_outcome(s, outcome, "export", progress)
         s.artifact, s.export_info = Path(outcome.artifact), outcome.info
@@ -253,6 +258,26 @@ def export(
         progress(f"{a.cell_id}: exported ({size / MIB:.1f} MiB)")
         return False
     return True
+
+
+def traced(s: AttemptState, outcome: ExportOutcome, progress: Progress) -> bool:
+    """End an attempt whose export was traced on a fake CUDA device: `traced` when it reached the step that needs
+    a GPU, `trace_failed` (with the failure classified as a GPU export's) when it failed before; the record keeps
+    the trace (`fake_device`) and says so in its reason. Nothing loads or runs after it."""
+    rec = s.rec
+    rec.fake_device = outcome.info.get("fake_device")
+    if outcome.status != "ok":
+        fail_outcome(s, outcome, "export", progress)
+        rec.status = "trace_failed"
+        rec.reason = f"{rec.reason} ({FAKE_LABEL})"
+        return False
+    info = outcome.info
+    rec.artifact, rec.artifact_bytes = outcome.artifact, artifact_bytes(Path(outcome.artifact or ""))
+    rec.ops = info.get("ops")
+    stopped = dig(rec.fake_device, "stopped_at") or "the end of what it could trace"
+    rec.status, rec.reason = "traced", f"{FAKE_LABEL}; stopped at: {stopped}"
+    progress(f"{s.attempt.cell_id}: traced on a fake CUDA device, stopped at: {stopped}")
+    return False
 
 
 def export_origin(outcome: ExportOutcome, prebuilt: bool, reexported: str | None = None) -> str:

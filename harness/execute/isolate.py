@@ -257,6 +257,7 @@ def run_child(
             traceback=result.get("traceback"),
             wall_s=wall,
             log=str(log_path),
+            info=result.get("info") or {},
         )
     return ExportOutcome(
         "ok",

@@ -88,7 +88,7 @@ def pipeline(services: RunServices, run: RunState) -> Pipeline:
         return services.slowdown_factor(s.cell)
 
     stages = (
-        Stage("plan", lambda s: plan(s, services.checkpoints, cfg.threads)),
+        Stage("plan", lambda s: plan(s, services.checkpoints, cfg.threads, cfg.fake_cuda)),
         Stage("export", lambda s: export(s, cache, cfg, run, data, say)),
         Stage("probe", lambda s: probe(s, services.memory_cache, cfg, say)),
         Stage("load", lambda s: load(s, run, cfg.memory_rounds, say)),

@@ -172,6 +172,9 @@ def main(argv: list[str]) -> int:
             "message": str(e),
             "traceback": tb,
         }
+        # what the export did before it failed, where it says so (a fake-device trace: its stages)
+        if isinstance(getattr(e, "export_info", None), dict):
+            failed["info"] = e.export_info  # type: ignore[attr-defined]
         try:
             write_result(result_path, failed)
         except OSError as w:

@@ -11,11 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from harness import backends
+from harness.execute.planning import fake_cuda
 from harness.plan.matrix import PlannedCell
 
 
-def skip_reason(planned: PlannedCell, probes: dict[tuple[str, str], str | None]) -> str | None:
-    """Why `planned` would be skipped here, or None when it would run. `probes` caches probe results."""
+def skip_reason(
+    planned: PlannedCell, probes: dict[tuple[str, str], str | None], fake_target: str | None = None
+) -> str | None:
+    """Why `planned` would be skipped here, or None when it would run (a CUDA cell traced on a fake device with
+    --fake-cuda runs its export here). `probes` caches probe results."""
     if planned.excluded:
         return planned.excluded
     cell = planned.cell
@@ -32,16 +36,24 @@ def skip_reason(planned: PlannedCell, probes: dict[tuple[str, str], str | None])
             probes[key] = backend.probe(cell.device)
         except Exception as e:  # a probe that raises is a reason, not a crash of the collection
             probes[key] = f"{cell.backend} probe failed: {type(e).__name__}: {e}"
+    if probes[key] and fake_cuda(cell, fake_target):
+        return None
     return probes[key]
 
 
-def preview_lines(planned: Iterable[PlannedCell], known: dict[str, str | None] | None = None) -> list[str]:
-    """One line per cell: `<cell id>: skip: <reason>` or `<cell id>: runs here`. `known`: reasons already found
-    (cell id -> reason or None; the --time-budget plan found every cell's), not asked again."""
+def preview_lines(
+    planned: Iterable[PlannedCell], known: dict[str, str | None] | None = None, fake_target: str | None = None
+) -> list[str]:
+    """One line per cell: `<cell id>: skip: <reason>`, `<cell id>: runs here`, or `<cell id>: export traced on a
+    fake CUDA device here` (--fake-cuda). `known`: reasons already found (cell id -> reason or None; the
+    --time-budget plan found every cell's), not asked again."""
     probes: dict[tuple[str, str], str | None] = {}
     known = known or {}
     out = []
     for p in planned:
-        why = known[p.cell.id] if p.cell.id in known else skip_reason(p, probes)
+        why = known[p.cell.id] if p.cell.id in known else skip_reason(p, probes, fake_target)
+        if why is None and fake_cuda(p.cell, fake_target):
+            out.append(f"{p.cell.id}: export traced on a fake CUDA device here (--fake-cuda)")
+            continue
         out.append(f"{p.cell.id}: skip: {why}" if why else f"{p.cell.id}: runs here")
     return out

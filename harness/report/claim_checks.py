@@ -8,6 +8,7 @@ over the points (confirmed, partly, refuted) and the coverage the claim needs ar
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,10 +88,36 @@ def check(name: str):
 
 
 def say(idx: RunIndex, rec: CellRecord, indexes: list[RunIndex]) -> str:
-    """One record as evidence: the cell, where it ran (when several runs render), and its outcome."""
+    """One record as evidence: the cell, where it ran (when several runs render), and its outcome. A record
+    traced on a fake CUDA device says so, with its own status (the checks read it as the export it stands for)."""
     where = rec.cell_id
     if len(indexes) > 1:
         where += f" on {machine_label(idx, indexes)}"
+    if rec.fake_device is not None:
+        traced = FAKE_STATUS.get(rec.fake_device.get("record_status") or rec.status, rec.status)
+        return f"{_said(idx, rec, where)} [{traced}: {FAKE_WORDS}]"
+    return _said(idx, rec, where)
+
+
+#: how a claim reads a record traced on a fake CUDA device: as the export it stands for, said as a trace
+FAKE_AS = {"traced": "exported", "trace_failed": "export_failed"}
+FAKE_STATUS = {"traced": "traced", "trace_failed": "trace failed"}
+FAKE_WORDS = "export traced on a CPU machine, fake CUDA device"
+
+
+def as_claim_evidence(rec: CellRecord) -> CellRecord:
+    """`rec` as the claims read it: a fake-device trace stands for the export it traced (exported when it reached
+    the step that needs a GPU, export_failed when it failed before), keeping `fake_device` so that every verdict
+    it decides is labelled (harness.report.claims). Other records are returned as they are."""
+    if rec.status not in FAKE_AS:
+        return rec
+    out = copy.copy(rec)
+    out.status = FAKE_AS[rec.status]
+    out.fake_device = {**(rec.fake_device or {}), "record_status": rec.status}
+    return out
+
+
+def _said(idx: RunIndex, rec: CellRecord, where: str) -> str:
     status = rec.status
     if status == "ok":
         rec_p50 = p50(rec)

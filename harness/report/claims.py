@@ -47,6 +47,7 @@ from harness.report.claim_checks import (
     Outcome,
     Point,
     absent,
+    as_claim_evidence,
     listing,
     ran,
 )
@@ -56,6 +57,8 @@ log = logging.getLogger(__name__)
 __all__ = ["CHECKS", "CLAIMS_FILE", "VERDICTS", "Claim", "ClaimResult", "evaluate", "load_claims"]
 
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
+#: a verdict decided by a record traced on a fake CUDA device (shown beside the verdict wherever it appears)
+FAKE_BASIS = "fake CUDA device: export traced on a CPU machine, not a GPU measurement"
 SELECT_KEYS = {
     "backend",
     "device",
@@ -92,6 +95,9 @@ class ClaimResult:
     cells: tuple[str, ...] = ()
     records: tuple[dict, ...] = ()
     coverage: str = ""
+    #: what the verdict rests on: "measured", or "fake CUDA device" when a record traced on a CPU machine decided
+    #: it (harness.backends._shared.fake_cuda): never a GPU measurement
+    basis: str = "measured"
 
     def as_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -378,7 +384,7 @@ def _anchor(idx: RunIndex, rec: CellRecord) -> dict:
 def evaluate(indexes: list[RunIndex], claims: list[Claim] | None = None) -> list[ClaimResult]:
     """Every claim's verdict over the records of all rendered runs (cells and remedy attempts)."""
     claims = load_claims() if claims is None else claims
-    pool = [(idx, rec) for idx in indexes for rec in idx.all_records()]
+    pool = [(idx, as_claim_evidence(rec)) for idx in indexes for rec in idx.all_records()]
     out = []
     for claim in claims:
         matched = [(i, r) for i, r in pool if _matches(r, claim.select)]
@@ -395,6 +401,7 @@ def evaluate(indexes: list[RunIndex], claims: list[Claim] | None = None) -> list
         else:
             verdict, evidence, cands, coverage = _judge(claim, matched, indexes)
         unique = list({(i.position, r.cell_id): (i, r) for i, r in cands}.values())
+        fake = verdict not in (UNMEASURABLE, UNTESTABLE) and any(r.fake_device is not None for _, r in unique)
         out.append(
             ClaimResult(
                 claim.id,
@@ -405,6 +412,7 @@ def evaluate(indexes: list[RunIndex], claims: list[Claim] | None = None) -> list
                 tuple(r.cell_id for _, r in unique),
                 tuple(_anchor(i, r) for i, r in unique),
                 coverage,
+                FAKE_BASIS if fake else "measured",
             )
         )
     return out

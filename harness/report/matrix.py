@@ -15,7 +15,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.core.record import CellRecord
+from harness.core.null_reasons import FAKE_LABEL
+from harness.core.record import TRACED_STATUSES, CellRecord
 from harness.core.results_dir import dig
 from harness.decide.index import DEVICE_ORDER, RunIndex, backend_order, order_key, row_key, row_sort
 from harness.decide.index import machine_label as machine_label
@@ -140,6 +141,19 @@ def describe(idx: RunIndex, rec: CellRecord, href: LogHref) -> CellView:
     elif status == "skipped":
         view.lines.append(short(rec.reason or "no reason recorded", 70))
         view.title = rec.reason or ""
+    elif status in TRACED_STATUSES:  # never a GPU measurement: its own badge and the label on it
+        view.css = "traced"
+        view.badge = f"{status.replace('_', ' ')} · fake CUDA"
+        view.anchor = anchor_for(idx.position, cid)
+        if status == "trace_failed":
+            ops = dig(rec.failure, "ops")
+            view.lines.append(str(dig(rec.failure, "class") or "unknown"))
+            if isinstance(ops, list) and ops:
+                view.lines.append("ops: " + short(", ".join(map(str, ops[:3])), 90))
+        else:
+            view.lines.append("stopped at: " + short(str(dig(rec.fake_device, "stopped_at") or "?"), 60))
+        view.lines.append("traced on a CPU machine, not a GPU run")
+        view.title = FAKE_LABEL
     elif is_failed(rec):
         view.css = "failed"
         view.anchor = anchor_for(idx.position, cid)
