@@ -257,10 +257,11 @@ def test_the_suite_renders_its_report_under_its_results_dir(tmp_path, monkeypatc
     assert {e["constraints"]["camera_fps"] for e in decided["decisions"]} == {30.0}
     session.report_constraints = options.report_constraints(
         {"accuracy_floor": ["int8=0.97"], "memory_cap": None, "camera_fps": 60.0, "server_bound_ms": 50.0,
-         "min_shape": 320}.__getitem__
+         "min_shape": 320, "headroom": 0.8}.__getitem__
     )  # fmt: skip
     _render_report(session, SimpleNamespace(write_line=lines.append))
     decided = json.loads((results / "reports" / "latest" / "decision.json").read_text())
     camera = next(e for e in decided["decisions"] if e["use_case"] == "camera")
     assert camera["constraints"]["camera_fps"] == 60.0 and camera["constraints"]["min_shape"] == 320
     assert camera["constraints"]["accuracy_floors"]["int8"] == 0.97
+    assert "(--headroom 0.8)" in camera["constraints"]["in_words"]

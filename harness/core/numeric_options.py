@@ -124,6 +124,7 @@ _ALL = (
     Number("--camera-fps", False, 0, 10_000.0, strict=True, unit="fps"),
     Number("--memory-cap", False, 0, float(MAX_MIB), strict=True, unit="MiB"),
     Number("--min-shape", True, MIN_SIDE, MAX_SIDE, unit="px"),
+    Number("--headroom", False, 0, 1.0, strict=True),
     # `compare` (the regression rules)
     Number("--threshold", False, 0, 1000.0, strict=True, unit="%"),
     Number("--spread-k", False, 0, 1000.0),
@@ -136,11 +137,11 @@ _ALL = (
 #: flag -> declaration, every numeric option of every command
 NUMBERS: dict[str, Number] = {n.flag: n for n in _ALL}
 #: the suite's numeric options (pytest suites/ ...)
-SUITE = _ALL[:14]
+SUITE = _ALL[:15]
 #: the options `report` shares with the suite
-REPORT = _ALL[10:14]
+REPORT = _ALL[10:15]
 #: `compare`'s
-COMPARE = _ALL[14:]
+COMPARE = _ALL[15:]
 
 
 def number(flag: str) -> Number:

@@ -1,11 +1,14 @@
 """What is known of a configuration's accuracy, labelled by where it comes from.
 
-Three sources, in this order: the cell's measured mAP50-95 and its ratio to the fp32 reference (the run's weights and
-dataset: stand-in weights and the generated dataset, or the user's `--weights-dir` and `--data`); the published COCO
-mAP50-95 of the model size (ultralytics' YOLO26 table, at 640), marked "published, not measured here", for a cell
-that was not scored; and "not known" for anything else (a shape the accuracy stage did not score). A configuration
-that trades accuracy away (a smaller shape than 640, int8 instead of fp32) says what that costs, or that the cost
-is not known.
+Three sources, and only these: **measured** (the run's own weights on the user's `--data`, at the cell's shape and
+precision: mAP50-95 and its ratio to the fp32 reference on the same images); **published** (ultralytics' YOLO26
+COCO table: a model size and head at 640, fp32 only), marked "published, not measured here"; and **not known**.
+
+The stand-in weights (trained here on the generated images) are scored too, but their mAP is a property of that
+pair, not of COCO or of the user's data: their figures stay in their own column (`standin`), show what they can
+(parity, int8 against fp32 of the same weights, which the accuracy floor reads), and are never multiplied into a
+published figure. A configuration that trades accuracy away (a smaller shape than 640, int8 instead of fp32) says
+what that costs where it was measured on the user's data, and that the cost is not known here otherwise.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from harness.accuracy.standin import is_standin
 from harness.core.record import CellRecord
 from harness.decide.load import number
 
@@ -31,14 +35,17 @@ MEASURED = "measured"
 PUBLISHED = "published, not measured here"
 NOT_KNOWN = "not known"
 REFERENCE_SIDE = 640
+#: what to do to know the cost of a smaller input or a lower precision, said wherever it is not known
+TO_MEASURE = "run with your weights (--weights-dir) and --data to measure it"
 
 
 @dataclass(frozen=True)
 class Accuracy:
-    """A configuration's accuracy as known: `map50_95` on `source`'s scale (the run's dataset when measured, COCO
-    when published), `ratio` to its fp32 reference at the same shape (measured), `shape_ratio` of its fp32
-    reference's mAP at this shape over the one at 640 (measured on the same images), `coco` the published COCO mAP
-    of its size times the measured ratios (None where a factor is not known), `cost` what it trades, in words."""
+    """A configuration's accuracy as known: `map50_95` measured on the user's data (0-1), or `coco` the published
+    COCO mAP50-95 of its size and head at 640 (0-100, fp32 at 640 only, never scaled); `ratio` to its fp32
+    reference at the same shape and `shape_ratio` of the fp32 reference at this shape over the one at 640 (both
+    measured on the user's data); `standin` the stand-in weights' own figures in words (their column, never a
+    source); `cost` what the configuration trades, in words."""
 
     map50_95: float | None
     source: str
@@ -47,12 +54,32 @@ class Accuracy:
     coco: float | None = None
     cost: str = ""
     why: str = ""  # why not known
-    basis: str = ""  # measured: on what (the weights' kind, the images scored)
+    basis: str = ""  # measured: on what (the images scored)
+    standin: str = ""  # the stand-in weights' figures, in their own column
+
+    @property
+    def known(self) -> bool:
+        return self.source in (MEASURED, PUBLISHED)
+
+    @property
+    def value(self) -> float | None:
+        """The figure on its source's scale: measured mAP50-95 (0-1) or published COCO mAP50-95 (0-100)."""
+        return self.map50_95 if self.source == MEASURED else self.coco if self.source == PUBLISHED else None
+
+    def short(self) -> str:
+        """The figure and its source in a few words: `COCO mAP50-95 40.1 (published)`, `mAP50-95 0.300 (measured)`."""
+        if self.source == MEASURED and self.map50_95 is not None:
+            return f"mAP50-95 {self.map50_95:.3f} (measured on your data)"
+        if self.source == PUBLISHED and self.coco is not None:
+            return f"COCO mAP50-95 {self.coco:.1f} (published, not measured here)"
+        return "accuracy not known"
 
     def text(self) -> str:
         """The accuracy in a few words, its source named."""
         if self.source == MEASURED and self.map50_95 is not None:
-            said = f"mAP50-95 {self.map50_95:.3f} (measured" + (f" {self.basis}" if self.basis else "")
+            said = f"mAP50-95 {self.map50_95:.3f} (measured on your data" + (
+                f" {self.basis}" if self.basis else ""
+            )
             said += f", {self.ratio:.3f}× its fp32 reference)" if self.ratio is not None else ")"
             return said
         if self.source == PUBLISHED and self.coco is not None:
@@ -65,25 +92,17 @@ class Accuracy:
             "source": self.source,
             "ratio_to_fp32_reference": self.ratio,
             "shape_ratio_to_640": self.shape_ratio,
-            "published_coco_map50_95_x_measured_ratios": self.coco,
+            "published_coco_map50_95": self.coco,
             "cost": self.cost or None,
             "why_not_known": self.why or None,
             "basis": self.basis or None,
+            "standin": self.standin or None,
         }
 
 
-def _basis(rec: CellRecord) -> str:
-    """What a measured mAP rests on: stand-in, random-init or the user's weights, and how many images."""
-    weights = str(rec.weights or "")
-    kind = (
-        "stand-in weights"
-        if weights.startswith("standin")
-        else "random-init weights"
-        if weights.startswith("random-init")
-        else "the run's weights"
-    )
+def _images(rec: CellRecord) -> str:
     images = number(rec.accuracy, "images")
-    return f"with {kind}" + (f" on {int(images)} val images" if images else "")
+    return f"{int(images)} val images" if images else "val images"
 
 
 def published_map(rec: CellRecord) -> float | None:
@@ -103,12 +122,13 @@ def _shape(rec: CellRecord) -> str:
 
 
 def reference_map_640(rec: CellRecord, cells: list[CellRecord]) -> float | None:
-    """The measured fp32 mAP50-95 of the same model (size, task, head) at 640 on the same images: the reference a
-    smaller shape's accuracy is compared with."""
+    """The measured fp32 mAP50-95 of the same model (size, task, head, weights) at 640 on the same dataset: the
+    reference a smaller shape's accuracy is compared with."""
     for other in cells:
         if (
             other.status == "ok"
-            and (other.size, other.task, other.head) == (rec.size, rec.task, rec.head)
+            and (other.size, other.task, other.head, other.weights)
+            == (rec.size, rec.task, rec.head, rec.weights)
             and _is_reference_shape(other)
             and not other.dynamic
         ):
@@ -118,40 +138,64 @@ def reference_map_640(rec: CellRecord, cells: list[CellRecord]) -> float | None:
     return None
 
 
+def _standin_words(rec: CellRecord, shape_ratio: float | None) -> str:
+    """The stand-in's column: its mAP and ratios on the generated images, said as theirs."""
+    mine, ratio = number(rec.accuracy, "map50_95"), number(rec.accuracy, "ratio")
+    if mine is None:
+        return ""
+    said = f"stand-in weights, {_images(rec)} generated: mAP50-95 {mine:.3f}"
+    if ratio is not None:
+        said += f", {ratio:.3f}× its fp32 reference"
+    if shape_ratio is not None:
+        said += f", the fp32 reference at {_shape(rec)} {shape_ratio:.3f}× the one at 640"
+    return said + " (a property of that pair, not of COCO or of your data)"
+
+
 def accuracy_of(rec: CellRecord, cells: list[CellRecord]) -> Accuracy:
     """What is known of `rec`'s accuracy, `cells` being the machine's cells (for the 640 reference)."""
-    measured = number(rec.accuracy, "map50_95")
+    scored = number(rec.accuracy, "map50_95")
     ratio = number(rec.accuracy, "ratio")
+    standin = is_standin(rec.weights)
+    measured = scored is not None and not standin
     precision = str(rec.precision_requested)
     published = published_map(rec)
     at_640 = _is_reference_shape(rec)
     shape_ratio = None
-    costs = []
     if not at_640:
         here, ref = number(rec.accuracy, "reference_map50_95"), reference_map_640(rec, cells)
-        if here is not None and ref:
-            shape_ratio = here / ref
-            costs.append(f"640→{_shape(rec)}: {shape_ratio:.3f}× the 640 mAP (measured, fp32 reference)")
+        shape_ratio = here / ref if here is not None and ref else None
+    costs = []
+    if not at_640:
+        if measured and shape_ratio is not None:
+            costs.append(
+                f"640→{_shape(rec)}: {shape_ratio:.3f}× the 640 mAP (measured on your data, fp32 reference)"
+            )
         else:
-            costs.append(f"640→{_shape(rec)}: accuracy cost not known (not scored at both shapes)")
+            costs.append(f"640→{_shape(rec)}: accuracy cost not known here; {TO_MEASURE}")
     if precision != "fp32":
-        if ratio is not None:
-            costs.append(f"fp32→{precision}: keeps {ratio:.3f} of the fp32 mAP (measured)")
+        if measured and ratio is not None:
+            costs.append(f"fp32→{precision}: keeps {ratio:.3f} of the fp32 mAP (measured on your data)")
+        elif standin and ratio is not None:
+            costs.append(
+                f"fp32→{precision}: keeps {ratio:.3f} of the fp32 mAP on the stand-in weights ({_images(rec)} "
+                "generated); on COCO or your data not known"
+            )
         else:
-            costs.append(f"fp32→{precision}: accuracy cost not known (not scored)")
+            costs.append(f"fp32→{precision}: accuracy cost not known here; {TO_MEASURE}")
     cost = "; ".join(costs)
-    prec_factor = 1.0 if precision == "fp32" else ratio
-    shape_factor = 1.0 if at_640 else shape_ratio
-    coco = None
-    if published is not None and prec_factor is not None and shape_factor is not None:
-        coco = published * prec_factor * shape_factor
-    if measured is not None:
-        return Accuracy(measured, MEASURED, ratio, shape_ratio, coco, cost, basis=_basis(rec))
+    column = _standin_words(rec, shape_ratio) if standin else ""
+    if measured:
+        basis = f"on {_images(rec)}"
+        return Accuracy(scored, MEASURED, ratio, shape_ratio, None, cost, basis=basis)
     if published is not None and at_640 and precision == "fp32":
-        return Accuracy(None, PUBLISHED, None, None, published, cost)
-    why = "the accuracy stage did not score this cell"
+        return Accuracy(None, PUBLISHED, None, None, published, cost, standin=column)
+    why = (
+        "not scored on your data"
+        if not standin
+        else "scored only on the stand-in weights and generated images"
+    )
     if published is not None and not at_640:
         why += f"; the published mAP is at 640, not {_shape(rec)}"
     elif published is not None:
         why += f"; the published mAP is for fp32, not {precision}"
-    return Accuracy(None, NOT_KNOWN, None, None, None, cost, why)
+    return Accuracy(None, NOT_KNOWN, None, None, None, cost, why, standin=column)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from harness.core.record import CellRecord
-from harness.decide import host_bound, paired, tie_order
+from harness.decide import headroom, host_bound, ladder, most_accurate, paired, tie_order
 from harness.decide.candidate_types import CandidateCase, Miss
 from harness.decide.candidate_types import CandidateDecision as CandidateDecision
 from harness.decide.candidate_types import Scored as Scored
@@ -55,13 +55,16 @@ def within_frame(fps: float) -> Callable[[Figure, Constraints], tuple[str, float
 
     def own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
         rate = fps or cons.camera_fps
-        limit, value = 1000.0 / rate, fig.limit_value
+        frame = 1000.0 / rate
+        limit, value = frame * cons.headroom, fig.limit_value
         if value <= limit:
             return None
         text = fig.text if fig.judged is None else f"e2e p99 {fmt(value)} ms"
+        what = f"{fmt(frame)} ms frame time at {fmt(rate)} FPS"
+        if cons.headroom < 1.0:
+            what = f"{fmt(limit)} ms limit ({cons.headroom:.0%} of the {what}, --headroom)"
         return (
-            f"{text} over the {fmt(limit)} ms frame time at {fmt(rate)} FPS "
-            f"(by {fmt(value - limit)} ms, {100 * (value / limit - 1):.0f}%)",
+            f"{text} over the {what} (by {fmt(value - limit)} ms, {100 * (value / limit - 1):.0f}%)",
             value / limit - 1,
         )
 
@@ -75,7 +78,19 @@ def rate_own(fig: Figure, cons: Constraints) -> tuple[str, float] | None:
 
 
 def server_case_figure(rec: CellRecord, cons: Constraints, ctx: dict) -> Figure | None:
-    return server_figure(rec, cons.server_bound_ms or _recorded_bound(ctx), ctx["server"])
+    return server_figure(rec, server_bound(cons, ctx), ctx["server"])
+
+
+def server_bound(cons: Constraints, ctx: dict) -> float:
+    """The server's latency bound a figure must keep: --server-bound-ms (else the one the run measured under)
+    times --headroom."""
+    bound = cons.server_bound_ms or _recorded_bound(ctx)
+    return bound * cons.headroom if cons.headroom < 1.0 else bound
+
+
+def machine_server_bound(idx: RunIndex, cons: Constraints) -> float:
+    """The server bound a machine's figures are held against (the ladder, the front)."""
+    return server_bound(cons, _context(idx))
 
 
 def _recorded_bound(ctx: dict) -> float:
@@ -118,6 +133,8 @@ def decide(
     if cons.server_bound_ms is None and ctx["bound"] is not None:
         cons = replace(cons, server_bound_ms=ctx["bound"])  # the bound the run measured under, said as such
     dec = CandidateDecision(case, cons, idx, machine_label(idx, indexes))
+    if case.accuracy_first:
+        _ladder(dec, ctx)
     passing: list[Scored] = []
     for cand in candidates(idx):
         if case.batch1 and cand.rec.batch != 1:
@@ -149,14 +166,36 @@ def decide(
                 "or an end-to-end timing to screen it with (recorded before them, or run with --no-e2e)"
             )
         return dec
-    dec.pick = ranked[0]
-    dec.tied, dec.tie_reason = _ties(case, ranked)
-    dec.others = [s for s in ranked[1:] if not any(s is t for t in dec.tied)]
+    group, scale = most_accurate.most_accurate(ranked) if case.accuracy_first else ([], None)
+    pool = group or ranked
+    dec.pick = pool[0]
+    dec.tied, dec.tie_reason = _ties(case, pool)
     if dec.tied and case.second_objective:
         members = tie_order.order([dec.pick, *dec.tied])
         dec.pick, dec.tied, dec.tie_advice = members[0], members[1:], tie_order.advice(members)
+    chosen = [dec.pick, *dec.tied]
+    order = most_accurate.by_accuracy(ranked, scale) if case.accuracy_first else ranked
+    dec.others = [s for s in order if not any(s is t for t in chosen)]
     dec.reason = f"the best of {len(ranked)} candidates meeting the constraints ({n} with a figure)"
+    if case.accuracy_first:
+        most_accurate.two_answers(dec, ranked, chosen, scale, len(group))
+    if case.limit_ms is not None:
+        limit = case.limit_ms(cons)
+        dec.at_limit = headroom.at_limit(dec.pick, limit)
+        if dec.at_limit:
+            dec.with_margin = headroom.with_margin([*chosen, *dec.others], limit, dec.pick)
     return dec
+
+
+def _ladder(dec: CandidateDecision, ctx: dict) -> None:
+    """The machine's size ladder, and its line for this use case (the largest size keeping its bound)."""
+    cons, bound = dec.cons, server_bound(dec.cons, ctx)
+    dec.ladder = ladder.rungs(dec.idx, cons, bound)
+    if dec.case.limit_ms is not None:
+        said = f"the {fmt(dec.case.limit_ms(cons))} ms frame time"
+        dec.ladder_line = ladder.line(dec.ladder, "camera", said)
+    else:
+        dec.ladder_line = ladder.line(dec.ladder, "server", f"the {fmt(bound)} ms bound unloaded")
 
 
 def _misses(case: CandidateCase, s: Scored, cons: Constraints) -> list[Miss]:
@@ -262,6 +301,8 @@ def _numbers(s: Scored) -> str:
     ]
     if acc.cost:
         parts.append(acc.cost)
+    if acc.standin:
+        parts.append(acc.standin)
     mem = s.cand.memory_mib()
     parts.append(f"host peak RSS {fmt(mem, 4)} MiB" if mem is not None else "memory not measured")
     return "; ".join(p for p in parts if p)
@@ -281,6 +322,20 @@ def _pick(s: Scored, machine: str) -> Pick:
         note,
         host_bound.words(rec, s.cand.idx),
     )
+
+
+def _two_answer_fields(dec: CandidateDecision) -> dict:
+    """The latency-bound use cases' second answer, headroom and ladder, as the answer's fields."""
+    if not dec.case.accuracy_first:
+        return {}
+    return {
+        "faster": _pick(dec.fastest, dec.machine) if dec.fastest else None,
+        "gives_up": dec.gives_up or None,
+        "at_limit": dec.at_limit or None,
+        "with_margin": _pick(dec.with_margin, dec.machine) if dec.with_margin else None,
+        "ladder_line": dec.ladder_line or None,
+        "ladder": tuple(r.as_dict() for r in dec.ladder),
+    }
 
 
 def _tie_words(dec: CandidateDecision) -> str:
@@ -307,6 +362,7 @@ def answer_of(dec: CandidateDecision) -> UseCaseAnswer:
         "rejections": rejections,
         "nearest_miss": dec.nearest,
         "screened": screened,
+        **_two_answer_fields(dec),
     }
     title, objective = dec.title, dec.case.objective
     if dec.pick is None:

@@ -54,6 +54,11 @@ class CandidateCase:
     #: the names the rejections give the two checks (`own` and `check`)
     own_name: str = ""
     check_name: str = "own check"
+    #: the latency-bound use cases: the pick is the most accurate candidate meeting the bound among those whose
+    #: accuracy is known, and the fastest is named beside it with what it gives up (harness.decide.most_accurate)
+    accuracy_first: bool = False
+    #: the limit (ms) the figure's interval is held against for headroom (harness.decide.headroom); None: none
+    limit_ms: Callable[[Constraints], float] | None = None
 
 
 @dataclass
@@ -75,6 +80,17 @@ class CandidateDecision:
     reason: str = ""
     screened: list[Scored] = field(default_factory=list)  # candidates whose figure is a screen
     unscored: int = 0  # candidates with no figure at all
+    #: the accuracy scale the pick was chosen on (measured, published), "" when no candidate's accuracy is known
+    accuracy_scale: str = ""
+    #: the fastest candidate meeting the bound where it is not the pick, and what it gives up against the pick
+    fastest: Scored | None = None
+    gives_up: str = ""
+    #: the pick sits at the limit (its interval reaches it), in words; and the next candidate with margin
+    at_limit: str = ""
+    with_margin: Scored | None = None
+    #: the machine's size ladder (harness.decide.ladder.Rung) and its largest size keeping this use case's bound
+    ladder: list = field(default_factory=list)
+    ladder_line: str = ""
 
     @property
     def key(self) -> str:

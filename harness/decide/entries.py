@@ -3,7 +3,9 @@ candidate, `other_entry` for those decided on one workload's scenario results).
 
 Each entry: `{"use_case", "machine", "objective", "constraints", "pick": {configuration, figure, interval,
 accuracy, accuracy_source, ...} or null, "tied_with": [...], "nearest_miss": {configuration, figure, misses_by,
-command, ...} or null, "reason", "screened": [...]}`.
+command, ...} or null, "reason", "screened": [...]}`; the latency-bound use cases (camera, server) add
+`accuracy_scale`, `fastest` with `fastest_gives_up`, `at_limit` with `with_margin`, `largest_fitting` and the
+machine's size `ladder`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 
 from harness.core.record import CellRecord
 from harness.decide import host_bound
+from harness.decide.accuracy import NOT_KNOWN, accuracy_of
 from harness.decide.candidate_types import CandidateDecision, Scored
 from harness.decide.index import RunIndex
 from harness.decide.picks import Constraints, Pick, UseCaseAnswer
@@ -41,8 +44,11 @@ def _scored(s: Scored) -> dict:
         # which statistic decided, where the figure is not the use case's own (the p90 where the p99 is unbounded)
         "figure_decided_by": s.fig.said or None,
         "judged_value": s.fig.judged,
-        "accuracy": acc.map50_95 if acc.source == "measured" else acc.coco,
+        "accuracy": acc.value,
         "accuracy_source": acc.source,
+        "accuracy_words": acc.text(),
+        "accuracy_cost": acc.cost or None,
+        "standin_accuracy": acc.standin or None,
         "accuracy_detail": acc.as_dict(),
         "memory_mib": s.cand.memory_mib(),
         "host_bound": host_bound.of(s.cand.rec, s.cand.idx),
@@ -57,6 +63,7 @@ def constraints_dict(cons: Constraints, own: str) -> dict:
         "accuracy_floors": cons.floors,
         "memory_cap_mib": cons.memory_cap_mib,
         "min_shape": cons.min_shape,
+        "headroom": cons.headroom,
         "in_words": cons.text(),
     }
 
@@ -79,6 +86,22 @@ def entry(dec: CandidateDecision) -> dict:
         "screened": [
             {"cell_id": s.cand.rec.cell_id, "figure": s.fig.text, "note": s.fig.note} for s in dec.screened
         ],
+        **_two_answers(dec),
+    }
+
+
+def _two_answers(dec: CandidateDecision) -> dict:
+    """The latency-bound use cases' second answer, the headroom and the machine's size ladder."""
+    if not dec.case.accuracy_first:
+        return {}
+    return {
+        "accuracy_scale": dec.accuracy_scale or None,
+        "fastest": _scored(dec.fastest) if dec.fastest else None,
+        "fastest_gives_up": dec.gives_up or None,
+        "at_limit": dec.at_limit or None,
+        "with_margin": _scored(dec.with_margin) if dec.with_margin else None,
+        "largest_fitting": dec.ladder_line or None,
+        "ladder": [r.as_dict() for r in dec.ladder],
     }
 
 
@@ -89,6 +112,7 @@ def _field(rec: CellRecord | None, name: str) -> object:
 
 def _pick_from_rec(p: Pick, idx: RunIndex) -> dict:
     rec = idx.by_id.get(p.cell_id)
+    acc = accuracy_of(rec, idx.cells) if rec is not None else None
     h, w = _field(rec, "height"), _field(rec, "width")
     return {
         "configuration": {
@@ -106,8 +130,9 @@ def _pick_from_rec(p: Pick, idx: RunIndex) -> dict:
         "figure": p.figure or p.numbers,
         "interval": None,
         "interval_how": "see figure (this use case compares one workload's scenario results)",
-        "accuracy": None,
-        "accuracy_source": "not known",
+        "accuracy": acc.value if acc else None,
+        "accuracy_source": acc.source if acc else NOT_KNOWN,
+        "accuracy_words": acc.text() if acc else None,
         "host_bound": host_bound.of(rec, idx),
     }
 

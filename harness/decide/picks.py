@@ -91,6 +91,14 @@ class UseCaseAnswer:
     # nothing qualifies: the closest candidate, what it misses by, and what to measure (harness.decide.nearest)
     nearest_miss: dict | None = None
     screened: str | None = None  # candidates whose figure is a screen from their e2e timing, and how
+    # the latency-bound use cases (harness.decide.most_accurate): the fastest candidate meeting the bound where it
+    # is not the pick and what it gives up; the pick at the limit, and the next with margin; the size ladder
+    faster: Pick | None = None
+    gives_up: str | None = None
+    at_limit: str | None = None
+    with_margin: Pick | None = None
+    ladder_line: str | None = None
+    ladder: tuple[dict, ...] = ()
 
     def as_dict(self) -> dict:
         def pick(p: Pick | None) -> dict | None:
@@ -115,6 +123,12 @@ class UseCaseAnswer:
             "rejections": [dict(r.__dict__) for r in self.rejections],
             "nearest_miss": self.nearest_miss,
             "screened": self.screened,
+            "faster": pick(self.faster),
+            "gives_up": self.gives_up,
+            "at_limit": self.at_limit,
+            "with_margin": pick(self.with_margin),
+            "ladder_line": self.ladder_line,
+            "ladder": list(self.ladder),
         }
 
 
@@ -129,6 +143,8 @@ class Constraints:
         None  # the server's p99 bound (--server-bound-ms); None: each record's own
     )
     min_shape: int | None = None  # the smallest input side a pick may have (--min-shape)
+    #: the share of each latency bound a figure must stay within (--headroom; 1: the bound itself)
+    headroom: float = 1.0
 
     def failures(self, rec: CellRecord) -> list[Rejection]:
         """The constraints `rec` fails, each with its figure (accuracy floor first)."""
@@ -153,6 +169,8 @@ class Constraints:
             text += f"; memory cap {self.memory_cap_mib:g} MiB"
         if self.min_shape is not None:
             text += f"; input side at least {self.min_shape} px"
+        if self.headroom < 1.0:
+            text += f"; latency within {self.headroom:.0%} of each bound (--headroom {self.headroom:g})"
         return text
 
 

@@ -1,5 +1,5 @@
 """`python -m harness report RESULTS_DIR... [-o OUT] [--history FILE] [--accuracy-floor P=S] [--memory-cap MiB]
-[--camera-fps FPS] [--server-bound-ms MS] [--min-shape PX]`: decides again from the records, never re-running."""
+[--camera-fps FPS] [--server-bound-ms MS] [--min-shape PX] [--headroom SHARE]`: decides again from the records, never re-running."""
 
 from __future__ import annotations
 
@@ -72,6 +72,14 @@ def build_parser() -> Parser:
         metavar="PX",
         help="pick only configurations whose smaller input side is at least PX pixels",
     )
+    p.add_argument(
+        "--headroom",
+        type=number("--headroom").argparse_type(),
+        default=1.0,
+        metavar="SHARE",
+        help="keep each latency figure within SHARE of its bound (0.8: the camera's e2e p99 within 80%% of the "
+        "frame time, the server's percentile within 80%% of its bound); default 1",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     return p
 
@@ -81,7 +89,9 @@ def constraints(args: argparse.Namespace, floors: dict[str, float]):
     harness.core.numeric_options, so out-of-range values never reach the decision)."""
     from harness.decide.picks import Constraints
 
-    return Constraints(floors, args.memory_cap, args.camera_fps, args.server_bound_ms, args.min_shape)
+    return Constraints(
+        floors, args.memory_cap, args.camera_fps, args.server_bound_ms, args.min_shape, args.headroom
+    )
 
 
 def accuracy_floors(items: list[str]) -> dict[str, float]:

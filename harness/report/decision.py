@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from harness.core.record import CellRecord
 from harness.decide import host_bound, nearest
 from harness.decide.index import RunIndex
-from harness.decide.picks import UseCaseAnswer
+from harness.decide.picks import Pick, UseCaseAnswer
 from harness.decide.registry import ALWAYS, IF_ANSWERED, use_cases
 from harness.report.matrix import machine_label
 
@@ -36,6 +36,9 @@ class Answer:
     workload: str = ""  # the workload the cells were compared on
     labels: tuple[str, ...] = ()  # tied: each named with its configuration (the candidate-based picks)
     command: str = ""  # no pick: the command line that measures the configuration that could meet it
+    #: under the pick: the largest size that fits, the fastest that meets the bound and what it gives up, and
+    #: whether the pick sits at the limit (the latency-bound use cases)
+    lines: tuple[str, ...] = ()
 
 
 @dataclass
@@ -56,6 +59,33 @@ def anchor(rec: UseCaseAnswer) -> str:
 def _clip(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
+
+
+def _pick_name(p: Pick) -> str:
+    """`openvino yolo26n 320 fp32 (e2e p90 4.75 ms [4.70-4.85])`."""
+    return (
+        f"{p.backend} {p.figure.replace(' · ', ' (', 1)})"
+        if " · " in p.figure
+        else f"{p.backend} ({p.figure})"
+    )
+
+
+def under_pick(rec: UseCaseAnswer) -> tuple[str, ...]:
+    """The lines under a latency-bound pick, in reading order: the largest size that fits, the fastest that meets
+    the bound and what it gives up, the pick at the limit and the next with margin."""
+    lines = []
+    if rec.ladder_line:
+        lines.append(rec.ladder_line)
+    if rec.faster:
+        lines.append(f"fastest that meets it: {_pick_name(rec.faster)}; gives up {rec.gives_up}")
+    if rec.at_limit:
+        nxt = (
+            f"; with margin: {_pick_name(rec.with_margin)}"
+            if rec.with_margin
+            else "; none meets it with margin"
+        )
+        lines.append(rec.at_limit + nxt)
+    return tuple(lines)
 
 
 def answer(rec: UseCaseAnswer) -> Answer:
@@ -82,6 +112,7 @@ def answer(rec: UseCaseAnswer) -> Answer:
             note,
             (w.cell_id,),
             rec.workload or "",
+            lines=under_pick(rec),
         )
     if rec.tied:
         t = rec.tied[0]
@@ -103,6 +134,7 @@ def answer(rec: UseCaseAnswer) -> Answer:
             tuple(p.cell_id for p in rec.tied),
             rec.workload or "",
             labels=labels,
+            lines=under_pick(rec),
         )
     if not rec.measured:
         return Answer("not-measured", where, note=_clip(rec.none_reason or "not measured"))

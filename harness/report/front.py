@@ -1,17 +1,21 @@
 """The latency-accuracy front of each machine: the measured configurations no other beats on both end-to-end
-latency and accuracy, as a table and a plot with each use case's constraint drawn.
+latency and accuracy, as a table and a plot with each use case's constraint drawn; and the machine's size ladder.
 
 Latency is the camera use case's figure (the e2e p99 at batch 1, from the single-stream scenario or screened from
-the record's end-to-end timing). Accuracy is on one scale for every size: the published COCO mAP50-95 of the size at
-640 times the ratios this run measured (the precision's mAP over its fp32 reference's, a shape's fp32 mAP over the
-640 one's); a configuration with a factor not known is left off the front, and counted.
+the record's end-to-end timing). Accuracy is on one scale per machine, never a mix: measured on the user's data
+(`--weights-dir`, `--data`) where any configuration was, else the published COCO mAP50-95 of the size at 640 (fp32
+at 640 only; never scaled by a ratio measured elsewhere, harness.decide.accuracy); a configuration whose accuracy
+is not known on that scale is left off the front, and counted.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from harness.decide import ladder
+from harness.decide.accuracy import MEASURED, PUBLISHED
+from harness.decide.by_candidates import machine_server_bound
 from harness.decide.candidates import Candidate, Figure, camera_figure, candidates, fmt, interval_text
 from harness.decide.index import RunIndex
 from harness.decide.picks import Constraints
@@ -41,9 +45,16 @@ class Front:
     left_off: str
     svg: str | None
     empty_reason: str | None = None
+    scale: str = ""  # the accuracy scale, in words
+    ladder: list[ladder.Rung] = field(default_factory=list)
 
 
-def _points(idx: RunIndex) -> tuple[list[tuple[Candidate, Figure]], int]:
+def _scale(idx: RunIndex) -> str | None:
+    sources = {c.accuracy.source for c in candidates(idx)}
+    return MEASURED if MEASURED in sources else PUBLISHED if PUBLISHED in sources else None
+
+
+def _points(idx: RunIndex, scale: str | None) -> tuple[list[tuple[Candidate, Figure]], int]:
     pts, unknown = [], 0
     for c in candidates(idx):
         if c.rec.batch != 1:
@@ -51,11 +62,17 @@ def _points(idx: RunIndex) -> tuple[list[tuple[Candidate, Figure]], int]:
         fig = camera_figure(c.rec)
         if fig is None:
             continue
-        if c.accuracy.coco is None:
+        if c.accuracy.source != scale or c.accuracy.value is None:
             unknown += 1
             continue
         pts.append((c, fig))
     return pts, unknown
+
+
+SCALE_WORDS = {
+    MEASURED: "mAP50-95 measured on your data",
+    PUBLISHED: "COCO mAP50-95, published at 640 (fp32; not measured here)",
+}
 
 
 def non_dominated(points: list[tuple[float, float]]) -> list[int]:
@@ -71,50 +88,44 @@ def non_dominated(points: list[tuple[float, float]]) -> list[int]:
 
 
 def _meets(fig: Figure, cons: Constraints) -> str:
-    frame = 1000.0 / cons.camera_fps
-    bound = cons.server_bound_ms or 100.0
+    frame = 1000.0 / cons.camera_fps * cons.headroom
+    bound = (cons.server_bound_ms or 100.0) * cons.headroom
     said = [f"camera {fmt(cons.camera_fps)} FPS" if fig.limit_value <= frame else ""]
     said.append(f"server bound {fmt(bound)} ms unloaded" if fig.limit_value <= bound else "")
     return ", ".join(s for s in said if s) or "neither"
 
 
 def machine_front(idx: RunIndex, indexes: list[RunIndex], cons: Constraints) -> Front:
-    pts, unknown = _points(idx)
+    scale = _scale(idx)
+    pts, unknown = _points(idx, scale)
     machine = machine_label(idx, indexes)
-    left = f"{unknown} configurations with an accuracy factor not known are left off" if unknown else ""
+    rungs = ladder.rungs(idx, cons, machine_server_bound(idx, cons))
+    left = (
+        f"{unknown} configurations whose accuracy is not known on this scale are left off" if unknown else ""
+    )
+    words = SCALE_WORDS.get(scale or "", "")
     if not pts:
-        return Front(
-            machine, idx.position, [], left, None, "no configuration has both an e2e latency and accuracy"
-        )
+        return Front(machine, idx.position, [], left, None, "no configuration has both an e2e latency and a known "
+                     "accuracy", words, rungs)  # fmt: skip
     # the e2e p99 (`limit_value`: also where the p90 with its interval is the figure shown, said so)
-    keep = non_dominated([(f.limit_value, c.accuracy.coco or 0.0) for c, f in pts])
+    keep = non_dominated([(f.limit_value, c.accuracy.value or 0.0) for c, f in pts])
     rows = sorted(
         (
             FrontRow(
                 c.label(), str(c.rec.cell_id), f"{f.text} [{interval_text(f.interval)}]"
-                + (f" ({f.said})" if f.said else "") + (" (screened)" if f.source == "screen" else ""), _acc(c),
-                _meets(f, cons), f.limit_value, c.accuracy.coco or 0.0,
+                + (f" ({f.said})" if f.said else "") + (" (screened)" if f.source == "screen" else ""),
+                c.accuracy.short(), _meets(f, cons), f.limit_value, c.accuracy.value or 0.0,
             )
             for n, (c, f) in enumerate(pts)
             if n in keep
         ),
         key=lambda r: r.x,
     )  # fmt: skip
-    return Front(machine, idx.position, rows, left, _plot(idx, pts, keep, cons))
-
-
-def _acc(c: Candidate) -> str:
-    a = c.accuracy
-    text = f"COCO mAP50-95 ≈ {a.coco:.1f}" if a.coco is not None else "not known"
-    if a.source == "measured":
-        text += " (published at 640 × measured ratios)"
-    else:
-        text += f" ({a.source})"
-    return text
+    return Front(machine, idx.position, rows, left, _plot(idx, pts, keep, cons, words), None, words, rungs)
 
 
 def _plot(
-    idx: RunIndex, pts: list[tuple[Candidate, Figure]], keep: list[int], cons: Constraints
+    idx: RunIndex, pts: list[tuple[Candidate, Figure]], keep: list[int], cons: Constraints, words: str
 ) -> str | None:
     from matplotlib.ticker import FuncFormatter
 
@@ -125,14 +136,14 @@ def _plot(
         ax = fig.add_subplot()
         others = [p for n, p in enumerate(pts) if n not in keep]
         if others:
-            ax.scatter([f.limit_value for _, f in others], [c.accuracy.coco for c, _ in others], s=14, color="0.7",
+            ax.scatter([f.limit_value for _, f in others], [c.accuracy.value for c, _ in others], s=14, color="0.7",
                        label="measured, beaten on both")  # fmt: skip
         front = sorted((pts[n] for n in keep), key=lambda p: p[1].limit_value)
-        ax.plot([f.limit_value for _, f in front], [c.accuracy.coco for c, _ in front], "o-", color="tab:blue", ms=4,
+        ax.plot([f.limit_value for _, f in front], [c.accuracy.value for c, _ in front], "o-", color="tab:blue", ms=4,
                 label="front (no other beats it on both)")  # fmt: skip
         for c, f in front:
             ax.annotate(f"{c.rec.size} {c.shape} {c.rec.precision_requested} {c.rec.backend}",
-                        (f.limit_value, c.accuracy.coco), fontsize=6, xytext=(3, 3), textcoords="offset points")  # fmt: skip
+                        (f.limit_value, c.accuracy.value), fontsize=6, xytext=(3, 3), textcoords="offset points")  # fmt: skip
         frame = 1000.0 / cons.camera_fps
         bound = cons.server_bound_ms or 100.0
         ax.axvline(
@@ -144,7 +155,7 @@ def _plot(
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlabel("e2e p99 at batch 1 (ms; screened where no single-stream result)")
-        ax.set_ylabel("COCO mAP50-95 (published × measured ratios)")
+        ax.set_ylabel(words)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
         return to_svg(fig, f"front-{idx.position}")
 

@@ -116,6 +116,7 @@ def summary_md(content: dict[str, Any]) -> str:
                     f"{where}{'not measured' if a.state == 'not-measured' else 'no pick'} ({md(a.note)})"
                 )
         lines.append(f"- **{md(row.title)}**: " + "; ".join(said))
+        lines += [f"  - {md(line)}" for a in row.answers for line in a.lines]
     lines += ["", f"Every pick meets: {md(content['constraints'])}."]
     lines += ["", "## Verdicts", "", "| machine | cells | ok | failed | skipped | exported-only | remedied |"]
     lines.append("|---|---:|---:|---:|---:|---:|---:|")

@@ -119,6 +119,11 @@ class CameraCapacity:
         entry["pick"] = self._entry_pick(*best, cons)
         entry["tied_with"] = [self._entry_pick(c, cap, cons) for c, cap in same]
         entry["reason"] = f"the most cameras of {len(serving)} configurations serving at least one"
+        if not any(c.accuracy.known for c, _ in serving):
+            entry["reason"] += (
+                "; none of them has a known accuracy (the camera search runs on the scenario cells: --scenarios "
+                "n640 or all measures the 640 ones)"
+            )
         if same:
             why = "the same camera interval; ordered by the least host memory"
             entry["tie_reason"] = why
@@ -136,6 +141,7 @@ class CameraCapacity:
         return Pick(
             str(c.rec.backend), str(c.rec.device), machine, str(c.rec.cell_id),
             f"{cap.text(cons.camera_fps)}: {cap.how}", f"{c.short()} · {cap.text(cons.camera_fps)}",
+            c.accuracy.text() + (f"; {c.accuracy.cost}" if c.accuracy.cost else ""),
             host_bound=host_bound.words(c.rec, c.idx),
         )  # fmt: skip
 
@@ -158,6 +164,10 @@ class CameraCapacity:
             ),
             "memory_mib": c.memory_mib(),
             "host_bound": host_bound.of(c.rec, c.idx),
+            "accuracy": c.accuracy.value,
+            "accuracy_source": c.accuracy.source,
+            "accuracy_words": c.accuracy.text(),
+            "accuracy_cost": c.accuracy.cost or None,
         }
 
 
