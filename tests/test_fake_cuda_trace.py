@@ -269,3 +269,43 @@ def test_no_fake_record_is_read_as_a_gpu_measurement(fake_run, tmp_path):
     rows = sqlite3.connect(db).execute("SELECT cell_id, status, p50 FROM cells").fetchall()
     cuda = [(s, p) for cid, s, p in rows if "-cuda-" in cid]
     assert cuda and all(s in (*TRACED_STATUSES, "skipped") and p is None for s, p in cuda)
+
+
+def test_a_step_the_cpu_build_cannot_trace_says_nothing_about_the_export():
+    """A CUDA device guard no stand-in covers ends the trace as device_missing: no verdict on the GPU export, where
+    a lowering's own failure decides the claims."""
+    from harness.backends._shared.fake_cuda import CannotTrace, Trace
+
+    t = Trace(DEFAULT_TARGET)
+    with pytest.raises(CannotTrace) as caught, t.stage("torch.export on fake CUDA tensors"):
+        raise RuntimeError("PyTorch is not linked with support for cuda devices")
+    assert t.stages[0]["status"].startswith("cannot trace") and t.notes
+    limit = fake_record("trace_failed", message=str(caught.value))
+    assert limit.failure["class"] == "device_missing"
+    got = verdicts([limit])
+    assert got["aoti-full-model"][0] == "not measurable" and got["aoti-postprocess-ops"][0] == "not measurable"
+    # the same stage failing in the lowering itself is a verdict
+    with pytest.raises(ValueError), t.stage("lowering"):
+        raise ValueError("LoweringException: boom")
+    assert t.stages[1]["status"] == "failed: ValueError"
+
+
+@needs_triton
+@pytest.mark.slow
+@pytest.mark.export
+def test_a_dynamic_export_on_fake_cuda_tensors_meets_the_strided_convolution_guards(tmp_path):
+    """With symbolic shapes the in-place ops decompose to Tensor.copy_ (a CUDA device guard): through aten.copy_
+    the export reaches torch.export's own verdict, the guards the seeds quote, as on a GPU."""
+    from harness.backends.aoti import Aoti
+    from harness.backends.base import ExportRequest
+
+    req = ExportRequest(
+        "aoti", "cuda", str(ROOT / "weights" / "standin" / "yolo26n-detect.pt"), "n", "detect", "e2e", 0, 0, True,
+        1, "fp32", str(tmp_path), {"fake_cuda": DEFAULT_TARGET, "dynamic_range": [320, 1280]},
+    )  # fmt: skip
+    with pytest.raises(Exception, match=r"Constraints violated \(height, width\)") as caught:
+        Aoti().export(req)
+    stages = caught.value.export_info["fake_device"]["stages"]
+    assert stages == [dict(stages[0], status="failed: UserError")]
+    assert caught.value.export_info["fake_device"]["shims"]["Tensor.copy_ of a fake CUDA tensor -> aten.copy_"] > 0
+    assert classify(str(caught.value))["class"] == "guard_violation"

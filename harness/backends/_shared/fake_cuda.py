@@ -120,6 +120,16 @@ DEFAULT_TARGET = "sm_90"
 TRACE_FILE = "trace.json"
 
 
+#: what a CPU build of torch says where a CUDA step slipped past the stand-ins: the trace cannot go on there,
+#: which says nothing about the export on a GPU (the failure is classified device_missing, never a lowering's)
+CPU_BUILD_WORDS = ("not linked with support for cuda devices", "Torch not compiled with CUDA enabled")
+
+
+class CannotTrace(RuntimeError):
+    """This CPU build of torch cannot trace past a step (a CUDA device guard or CUDA initialisation no stand-in
+    covers): the trace ends there without a verdict on the export."""
+
+
 class DeviceNeeded(RuntimeError):
     """The trace reached a step that runs code on the GPU (or compiles for one with its toolchain)."""
 
@@ -166,6 +176,13 @@ class Trace:
             yield
         except BaseException as e:
             needed = device_needed(e)
+            if needed is None and any(w in str(e) for w in CPU_BUILD_WORDS):
+                entry["status"] = f"cannot trace: {e}"[:300]
+                self.notes.append(f"{name}: this CPU build of torch cannot trace past {type(e).__name__}: {e}")
+                raise CannotTrace(
+                    f"{e} (torch is a CPU build; the fake-device trace cannot go past this step: it says nothing "
+                    "about the export on a GPU)"
+                ) from e
             if needed is None:
                 entry["status"] = f"failed: {type(e).__name__}"
                 raise
@@ -282,7 +299,7 @@ def export_fake(model, shape: tuple[int, ...], shims, dynamic_shapes=None):
         )
     with mode:
         im = torch.empty(*shape, device="cuda")
-    with shims, torch.no_grad():
+    with shims, aten_copies(shims.trace), torch.no_grad():
         ep = torch.export.export(model, (im,), dynamic_shapes=dynamic_shapes, strict=False)
     adopt(ep)
     return ep
@@ -340,6 +357,30 @@ def _target_device(args, kwargs):
         return torch.device(rest[0])
     except (RuntimeError, TypeError):
         return None
+
+
+@contextlib.contextmanager
+def aten_copies(trace: Trace) -> Iterator[None]:
+    """`Tensor.copy_` on a fake CUDA tensor through aten.copy_ while open. With symbolic shapes (a dynamic export)
+    the fake tensor runs torch's Python decompositions of in-place ops (`inplace_op`: the out-of-place op, then
+    `args[0].copy_(out)`), inside dispatch where no torch function mode sees them; the method sets a CUDA device
+    guard, the op does not."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    method = torch.Tensor.copy_
+
+    def copy_(self, src, non_blocking=False):
+        if isinstance(self, FakeTensor) and self.device.type == "cuda":
+            trace.count(trace.shims, "Tensor.copy_ of a fake CUDA tensor -> aten.copy_")
+            return torch.ops.aten.copy_.default(self, src, non_blocking)
+        return method(self, src, non_blocking)
+
+    torch.Tensor.copy_ = copy_  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.Tensor.copy_ = method  # type: ignore[method-assign]
 
 
 def _moved(t, device, dtype=None):
