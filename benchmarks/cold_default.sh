@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A newcomer's main job, cold: clone the repository into a temporary directory, install it as the README says,
-# run the README's main command there, and print its wall time, its first remaining-time estimate and their ratio.
+# run the README's main command there, and print its wall time, its first remaining-time estimate and their ratio,
+# and the time budget's plan against what ran (planned cells against recorded ones, the wall against the budget).
 #   bash benchmarks/cold_default.sh [--rev REV] [--keep DIR] [--pip-args '...'] [extra suite options]
 # --rev: the commit to clone (default HEAD of this checkout); --keep: copy the run's results directory, its log,
 # timeline.json and report/decision.json there; --pip-args: added to the pip install (a CPU-only index, say).
@@ -61,6 +62,29 @@ if est:
     print(f"first estimate: {est:.1f} s ({first.group(1) if first else '?'}); estimate / wall = {ratio:.2f}")
 else:
     print("first estimate: not found (no timeline.json)")
+plan = env.get("plan") if isinstance(env.get("plan"), dict) else None
+recorded = set()
+if run_dir and (Path(run_dir) / "cells.jsonl").is_file():
+    for line in (Path(run_dir) / "cells.jsonl").read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if not rec.get("remedy_of"):
+            recorded.add(rec.get("cell_id"))
+said = re.search(r"plan: (every one of the .+|\d+ of \d+ cells in .+)", text)
+print(f"budget's plan: {said.group(1) if said else 'none printed (--time-budget none, or not the default profile)'}")
+if plan:
+    chosen = set(plan.get("selected_ids") or [])
+    left = sum(len(v) for v in (plan.get("left_out") or {}).values() if isinstance(v, list))
+    budget_s = float(plan.get("budget_s") or 0)
+    print(f"planned {len(chosen)} of {plan.get('profile_cells')} cells ({left} left for later), recorded "
+          f"{len(recorded & chosen)} of them ({len(chosen - recorded)} planned but not recorded, "
+          f"{len(recorded - chosen)} recorded but not planned)")
+    print(f"wall {wall:.1f} s against the budget {budget_s:.0f} s ({plan.get('budget')}): "
+          f"{wall / budget_s:.2f}x" if budget_s else "no budget in the plan")
+else:
+    print(f"every planned cell in the run: {len(recorded)} recorded (no plan in env.json: nothing left out)")
 PYEOF
 if [ -n "$keep" ]; then
   mkdir -p "$keep"

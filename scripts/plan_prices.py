@@ -161,6 +161,7 @@ def run_entries(run: dict) -> tuple[list[tuple[Cell, dict]], list[float], dict[s
         parts["probe"] = max(0.0, float(s) - parts["export"])
         parts["_scenarios"] = bool(rec.get("scenarios"))
         parts["_run"] = rec.get("run_id")
+        parts["_p50_ms"] = (rec.get("latency_ms") or {}).get("p50")  # the budget's speed order of backends
         by_label.setdefault(workload_label(c), []).append((c, parts, rec))
     for cid, s in (t.get("alone_s") or {}).items():
         if "-dynamic-" not in cid:
@@ -283,6 +284,7 @@ def build(run_dirs: list[Path], max_time_s: float) -> dict:
                 "shape": f"{c.shape.height}x{c.shape.width}",
                 "batch": c.batch,
                 **{k: round(float(p.get(k, 0.0)), 3) for k in (*PREP, *BODY, "timing_floor")},
+                **({"p50_ms": round(float(p["_p50_ms"]), 3)} if p.get("_p50_ms") else {}),
                 "run": run_id,
             }
             for key, (c, p, run_id) in sorted(cells.items())

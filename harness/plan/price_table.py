@@ -76,6 +76,7 @@ class Entry:
     cell: Cell  # its axes (task and head: detect, e2e)
     parts: Mapping[str, float]
     run: str | None  # the run it came from; None: a prior no run measured
+    p50_ms: float | None = None  # its timed p50 in that run (the budget's speed order of backends)
 
 
 @dataclass
@@ -148,7 +149,10 @@ def _entry(key: str, d: Mapping) -> Entry:
     cell = Cell(str(d.get("size", "n")), "detect", "e2e", str(d.get("backend", "")), str(d.get("device", "")),
                 Shape(int(h), int(w or h)), int(d.get("batch", 1)), str(d.get("precision", "fp32")))  # fmt: skip
     parts = {k: float(d[k]) for k in (*PARTS, "timing_floor") if isinstance(d.get(k), int | float)}
-    return Entry(key, cell, parts, d.get("run"))
+    p50 = d.get("p50_ms")
+    return Entry(
+        key, cell, parts, d.get("run"), float(p50) if isinstance(p50, int | float) and p50 > 0 else None
+    )
 
 
 @functools.lru_cache(maxsize=4)

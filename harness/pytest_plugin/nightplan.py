@@ -23,6 +23,7 @@ from harness.history.store import default_db_path
 from harness.plan import changes, durations, price
 from harness.plan.budget import NightPlan, plan_night
 from harness.plan.matrix import PlannedCell
+from harness.plan.screen_budget import NO_BUDGET, RESERVE_SHARE, ScreenPlan, in_words, plan_screen, speed_rank
 from harness.pytest_plugin.eta import planned_scenario_cells
 from harness.pytest_plugin.preview import skip_reason
 
@@ -73,9 +74,7 @@ def estimate_planned(
     cells = [p.cell for p in planned]
     scen = planned_scenario_cells(scenarios, cells, lambda c: c.id in skips)
     if speed is None:
-        from harness.measure import machine_speed
-
-        speed = machine_speed.measure(thread_budget.budget())
+        speed = this_machine()
     known = price.Known(
         price.Table.read(),
         speed=speed,
@@ -88,6 +87,13 @@ def estimate_planned(
     return hist, price.cell_costs(prices, share), skips
 
 
+def this_machine() -> dict:
+    """This machine's speed figures (harness.measure.machine_speed), at the run's thread budget."""
+    from harness.measure import machine_speed
+
+    return machine_speed.measure(thread_budget.budget())
+
+
 def make_plan(
     planned: list[PlannedCell],
     budget_s: float,
@@ -98,9 +104,14 @@ def make_plan(
     budget_text: str,
     reasons: dict[str, str | None] | None = None,
     done: frozenset[str] = frozenset(),
+    order: str = "night",
 ) -> NightPlan:
     """The plan of `planned` (the collected cells) within `budget_s`, from the history of `results_dir`; each
-    cell's skip reason here is put in `reasons` when given (for the --collect-only preview)."""
+    cell's skip reason here is put in `reasons` when given (for the --collect-only preview). `order`: "night"
+    (harness.plan.budget) or "screen" (the main job's, harness.plan.screen_budget: a ScreenPlan)."""
+    if order == "screen":
+        return _screen_plan(planned, budget_s, results_dir=results_dir, cache_dir=cache_dir, scenarios=scenarios,
+                            budget_text=budget_text, reasons=reasons, done=done)  # fmt: skip
     t0 = time.perf_counter()
     db = default_db_path(results_dir)
     hist, costs, skips = estimate_planned(planned, db, cache_dir, scenarios, reasons, results_dir=results_dir)
@@ -142,23 +153,54 @@ def make_plan(
     return plan
 
 
+def _screen_plan(
+    planned, budget_s, *, results_dir, cache_dir, scenarios, budget_text, reasons, done
+) -> ScreenPlan:
+    """The main job's plan (harness.plan.screen_budget): make_plan with order="screen"."""
+    t0 = time.perf_counter()
+    db = default_db_path(results_dir)
+    table = price.Table.read()
+    recorded = durations.read_recorded(results_dir)
+    end = sum(price.finish_price(price.Known(table, recorded=recorded)).parts.values())
+    reserve = end + RESERVE_SHARE * budget_s  # the run's end, and what the cells' prices leave out
+    _, costs, _ = estimate_planned(
+        planned, db, cache_dir, scenarios, reasons, results_dir=results_dir, speed=this_machine()
+    )
+    for cid in done & costs.keys():  # recorded before this session (--resume): skipped at once
+        costs[cid] = price.CellCost(0.0, "skip", "already recorded in this run (--resume)")
+    cells = [p.cell for p in planned]
+    plan = plan_screen(cells, costs, budget_s, speed_rank(table, cells), reserve_s=reserve)
+    plan.extra.update(budget=budget_text, history=str(db), planned_in_s=round(time.perf_counter() - t0, 1))
+    return plan
+
+
 def apply(config, items: list, planned_of, session, done: frozenset[str] = frozenset()) -> None:
     """Cut `items` (in place) to the plan; the plan on `session.night_plan`, its lines said at once. `done`: the
-    cells this run already recorded (--resume skips them: they cost nothing tonight)."""
+    cells this run already recorded (--resume skips them: they cost nothing tonight). The default profile takes
+    the main job's plan (harness.plan.screen_budget); where its default budget holds every cell, nothing changes
+    (no plan in env.json, nothing deselected) but one progress line."""
     budget_s = session.time_budget_s
     splits = getattr(config.option, "splits", None)
     if splits:
         budget_s *= int(splits)
-    plan = make_plan(
-        planned_of(items),
-        budget_s,
+    how = dict(
         results_dir=session.results_dir,
         cache_dir=session.cache_dir,
         scenarios=session.scenarios,
-        budget_text=session.time_budget_text + (f" x {splits} shards" if splits else ""),
+        budget_text=session.time_budget_text
+        + (f" x {splits} shards" if splits else "")
+        + (" (the main job's default)" if session.default_budget else ""),
         reasons=session.skip_reasons,
         done=done,
     )
+    planned = planned_of(items)
+    plan = make_plan(planned, budget_s, order=session.budget_order, **how)
+    if session.default_budget and not plan.left_out:
+        session.progress(
+            f"plan: every one of the {len(planned)} cells fits the default budget of {in_words(budget_s)}"
+            f" (--time-budget {NO_BUDGET} turns it off)"
+        )
+        return
     keep = set(plan.selected)
     selected, deselected = [], []
     for item in items:

@@ -34,10 +34,11 @@ from harness.execute.isolate import kill_live_workers
 from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
 from harness.execute.workload import group, timing_key, workload_label
 from harness.measure.corrupt import corruptions
-from harness.plan.budget import NightPlan, merge_plans, parse_budget
+from harness.plan.budget import NightPlan, merge_plans
 from harness.plan.estimate import fmt_duration
 from harness.plan.expected import ExpectedStatus
 from harness.plan.matrix import PlannedCell, build, profile_names
+from harness.plan.screen_budget import time_budget
 from harness.pytest_plugin import eta, options
 from harness.pytest_plugin.finish import _render_report
 from harness.yolo.models import WeightsError, allow_unsafe_weights
@@ -171,10 +172,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--refresh-cache", action="store_true", help="re-export even when the cache has the artifact")
     g.addoption(
         "--time-budget",
-        help="run only what fits this long (6h, 90m, 3600s): regressed, failed and missing cells first, then "
-        "cells the change since the last run touches, then the cells measured longest ago; the plan and the "
-        "profile's coverage period are printed and kept in env.json (harness.plan.budget). With pytest-split's "
-        "--splits N, per shard",
+        help="run only what fits this long (6h, 90m, 3600s; none: no budget). The default profile plans within "
+        "15m unless told otherwise, the cells of the report's first screen first, then the size ladder, then the "
+        "rest (harness.plan.screen_budget); the other profiles take regressed, failed and missing cells first, "
+        "then cells the change since the last run touches, then the cells measured longest ago "
+        "(harness.plan.budget). The plan is printed and kept in env.json; with pytest-split's --splits N, per "
+        "shard",
     )
     g.addoption("--no-report", action="store_true", help="do not render the HTML report at the end")
     g.addoption(
@@ -284,8 +287,9 @@ class BenchSession:
         self.cache_dir = Path(opt("cache_dir") or locations.cache_dir())
         options.check_writable(self.cache_dir, "--cache-dir")
         options.expected_file(opt)  # --update-expected rewrites it at the end: checked now, as every -o is
-        self.time_budget_text = opt("time_budget")
-        self.time_budget_s = parse_budget(self.time_budget_text) if self.time_budget_text else None
+        budget = time_budget(opt, self.profile, self.selection, hasattr(self.config, "workerinput"))
+        self.time_budget_text, self.time_budget_s = budget.text, budget.seconds
+        self.default_budget, self.budget_order = budget.default, budget.order
         self.planned: list[PlannedCell] = build(self.profile, self.selection)
         options.warn_if_large(self.planned)
         if opt("allow_unsafe_weights"):

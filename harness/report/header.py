@@ -49,11 +49,32 @@ def integrity_notes(env: dict, records: list[CellRecord]) -> list[str]:
     incomplete = incomplete_note(env)
     if incomplete:
         notes.append(incomplete)
+    later = budget_note(env)
+    if later:
+        notes.append(later)
     twice = duplicate_cells([r for r in records if not r.remedy])
     if twice:
         shown = ", ".join(twice[:3]) + (" ..." if len(twice) > 3 else "")
         notes.append(f"{len(twice)} cell(s) recorded more than once ({shown}): every record is shown")
     return notes
+
+
+def budget_note(env: dict) -> str | None:
+    """The cells the main job's time budget left for later (env.json `plan` of kind "screen",
+    harness.plan.screen_budget): never failures, and the command that runs them; None when it left none."""
+    plan = env.get("plan")
+    if not isinstance(plan, dict) or plan.get("kind") != "screen":
+        return None
+    left = plan.get("left_out")
+    ids = [c for v in left.values() if isinstance(v, list) for c in v] if isinstance(left, dict) else []
+    if not ids:
+        return None
+    budget, suggested = str(plan.get("budget") or ""), str(plan.get("suggested_budget") or "")
+    return (
+        f"{len(ids)} cell(s) not run within the budget {budget} (not failures: left for later, "
+        f"{plan.get('left_for_later') or 'see env.json plan'}; `--resume --run-id {env.get('run_id')} "
+        f"--time-budget {suggested}` runs them)"
+    )
 
 
 def _gpu_line(g: dict) -> str:
