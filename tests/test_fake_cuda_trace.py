@@ -309,3 +309,19 @@ def test_a_dynamic_export_on_fake_cuda_tensors_meets_the_strided_convolution_gua
     assert stages == [dict(stages[0], status="failed: UserError")]
     assert caught.value.export_info["fake_device"]["shims"]["Tensor.copy_ of a fake CUDA tensor -> aten.copy_"] > 0
     assert classify(str(caught.value))["class"] == "guard_violation"
+
+
+def test_the_expected_status_file_never_lists_a_fake_trace(tmp_path):
+    """--update-expected records failures to expect; a trace is no failure (its cell is a skip with its status),
+    while a real export failure of the same cell is listed."""
+    from harness.plan.expected import ExpectedStatus
+
+    exp = ExpectedStatus(tmp_path / "expected.yaml")
+    exp.update([fake_record("trace_failed"), fake_record("traced", remedy="backbone-only")])
+    assert exp.entries == {}
+    assert exp.judge(fake_record("trace_failed"), "cmd").outcome == "pass"
+    real = fake_record("trace_failed")
+    real.status, real.fake_device = "export_failed", None
+    exp.update([real])
+    assert exp.entries[real.cell_id]["status"] == "export_failed"
+    assert exp.judge(real, "cmd").outcome == "xfail"

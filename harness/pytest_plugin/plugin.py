@@ -16,9 +16,10 @@ from typing import NoReturn
 import pytest
 
 from harness import threads
+from harness.backends._shared.fake_cuda import DEFAULT_TARGET
 from harness.core import allocator, axes, envinfo, locations, run_claim
 from harness.core.axes import SelectionError
-from harness.core.record import CellRecord
+from harness.core.record import TRACED_STATUSES, CellRecord
 from harness.core.results_dir import (
     INCOMPLETE_KEY,
     SUPERSEDED_SUFFIX,
@@ -102,6 +103,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(else val) split; default: the generated synthetic dataset",
     )
     g.addoption("--no-accuracy", action="store_true", help="do not score each cell's mAP")
+    g.addoption(
+        "--fake-cuda",
+        action="store_true",
+        help="where no CUDA device is, trace the CUDA cells' exports (executorch-cuda, aoti) on a fake CUDA device "
+        "for a stated sm_90 target, up to the step that needs a GPU: status traced or trace_failed, never a GPU "
+        "measurement (docs/gpu.md, 'Without a GPU')",
+    )
     g.addoption("--accuracy-images", default=32, help="val images each cell's mAP is scored on (default 32)")
     g.addoption(
         "--run-id", help="run id: letters, digits, '.', '_', '-' (default: UTC timestamp and host name)"
@@ -219,6 +227,7 @@ class BenchSession:
             seed=opt("seed"),
             standin=not opt("no_standin"),
             accuracy=not opt("no_accuracy"),
+            fake_cuda=DEFAULT_TARGET if opt("fake_cuda") else None,
             accuracy_images=opt("accuracy_images"),
             data=self.data,
             warmup=opt("warmup"),
@@ -534,7 +543,8 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list) -> list[s
         return None
     from harness.pytest_plugin.preview import preview_lines
 
-    return preview_lines(_planned_of(items), config.stash[BENCH_KEY].skip_reasons)
+    session = config.stash[BENCH_KEY]
+    return preview_lines(_planned_of(items), session.skip_reasons, session.run_config.fake_cuda)
 
 
 def _timed_cells(session: BenchSession) -> list[PlannedCell]:
@@ -611,6 +621,8 @@ def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> Cel
         benchmark.extra_info.update(paired=rec.paired["ratio"], paired_reference=rec.paired["reference"])
     if rec.status == "skipped":
         pytest.skip(rec.reason)
+    if rec.status in TRACED_STATUSES:  # not run here: a fake-device trace is neither a GPU pass nor a failure
+        pytest.skip(f"{rec.status}: {rec.reason}")
     verdict = session.expected.judge(rec, session.update_command)
     if session.config.getoption("update_expected"):
         return rec  # the file is rewritten at the end of the session; outcomes follow the new file
