@@ -214,11 +214,12 @@ def test_check_names_a_gpu_export_that_disagrees_with_its_fake_trace_and_passes_
 # -- the suite on yolo26n: records, report, decisions, history --------------------------------------------------------
 @pytest.fixture(scope="module")
 def fake_run(tmp_path_factory, cache_dir) -> Path:
-    """yolo26n at 320 on the two CUDA backends with --fake-cuda, as a user runs it: one suite run."""
+    """yolo26n at 640 on the two CUDA backends with --fake-cuda, as a user runs it: one suite run. At 640 the
+    end-to-end head's top-k rows pass 4096 (at 320 every row is shorter and the full model traces too)."""
     results = tmp_path_factory.mktemp("fake-cuda-results")
     cmd = [
         sys.executable, "-m", "pytest", str(ROOT / "suites"), "--benchmark-only", "-q", "-p", "no:randomly",
-        "--sizes", "n", "--tasks", "detect", "--heads", "e2e", "--devices", "cuda", "--shapes", "320",
+        "--sizes", "n", "--tasks", "detect", "--heads", "e2e", "--devices", "cuda", "--shapes", "640",
         "--precisions", "fp32", "--backends", "executorch-cuda,aoti", "--fake-cuda",
         "--results-dir", str(results), "--cache-dir", str(cache_dir), "--run-id", "fake", "--no-history",
     ]  # fmt: skip
@@ -233,13 +234,13 @@ def fake_run(tmp_path_factory, cache_dir) -> Path:
 @pytest.mark.process
 def test_yolo26n_cuda_exports_traced_on_a_fake_device_record_how_far_they_got(fake_run):
     recs = {r.cell_id: r for r in read_records(fake_run / "fake")}
-    full = recs["yolo26n-detect-e2e-executorch-cuda-cuda-320x320-b1-fp32"]
+    full = recs["yolo26n-detect-e2e-executorch-cuda-cuda-640x640-b1-fp32"]
     assert full.status == "trace_failed" and full.failure["class"] == "missing_fallback_kernel"
     assert "at::_ops::topk::call" in full.failure["ops"] and FAKE_LABEL in full.reason
     assert full.latency_ms is None and full.fake_device["stages"][0]["status"] == "done"
-    backbone = recs["yolo26n-detect-e2e-executorch-cuda-cuda-320x320-b1-fp32+backbone-only"]
+    backbone = recs["yolo26n-detect-e2e-executorch-cuda-cuda-640x640-b1-fp32+backbone-only"]
     assert backbone.status == "traced" and backbone.fake_device["stopped_at"].startswith("autotuning")
-    aoti = recs["yolo26n-detect-e2e-aoti-cuda-320x320-b1-fp32"]
+    aoti = recs["yolo26n-detect-e2e-aoti-cuda-640x640-b1-fp32"]
     assert aoti.status == "traced" and aoti.fake_device["target"]["sm"] == "sm_90"
     assert all(r.status in (*TRACED_STATUSES, "skipped") for r in recs.values())
 
@@ -265,7 +266,7 @@ def test_no_fake_record_is_read_as_a_gpu_measurement(fake_run, tmp_path):
     html = (fake_run / "reports" / "fake" / "index.html").read_text()
     assert "trace failed · fake CUDA" in html and "traced · fake CUDA" in html and FAKE_BASIS in html
     db = tmp_path / "h.sqlite"
-    assert main_import([str(fake_run), "--db", str(db)]) == 0
+    assert main_import([str(fake_run / "fake"), "--db", str(db)]) == 0
     rows = sqlite3.connect(db).execute("SELECT cell_id, status, p50 FROM cells").fetchall()
     cuda = [(s, p) for cid, s, p in rows if "-cuda-" in cid]
     assert cuda and all(s in (*TRACED_STATUSES, "skipped") and p is None for s, p in cuda)

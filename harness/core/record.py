@@ -35,6 +35,8 @@ STATUSES = (
 FAILED_STATUSES = ("export_failed", "load_failed", "run_failed", "parity_failed", "timeout", "crashed")
 #: the statuses of an export traced on a fake CUDA device: neither a GPU export's nor a failure of one
 TRACED_STATUSES = ("traced", "trace_failed")
+#: the statuses the remedy ladder climbs from: a failure, or a fake-device trace that failed as a GPU export would
+REMEDIABLE_STATUSES = (*FAILED_STATUSES, "trace_failed")
 
 
 #: a percentile rests on at least this many timed rounds; below, it is null with the reason (p99 of 5 rounds would

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from harness.core.axes import Shape
 from harness.core.cell import Cell
-from harness.core.record import FAILED_STATUSES, CellRecord, set_null
+from harness.core.record import FAILED_STATUSES, REMEDIABLE_STATUSES, CellRecord, set_null
 from harness.diagnosis.outcome import ExportOutcome
 from harness.execute.ladder import climb
 from harness.execute.recording import crashed, finish, start
@@ -43,8 +43,7 @@ def remedies(
     cell: Cell, rec: CellRecord, services: RunServices, run: RunState, stages: Pipeline
 ) -> list[CellRecord]:
     """The remedy attempts of a cell whose attempt failed (harness.execute.ladder), each timed alone."""
-    failed = (*FAILED_STATUSES, "trace_failed")
-    if rec.status not in failed or not services.config.remedies or run.stop_reason:
+    if rec.status not in REMEDIABLE_STATUSES or not services.config.remedies or run.stop_reason:
         return []
 
     def try_remedy(a: Attempt) -> tuple[list[CellRecord], bool]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from harness.backends._shared.executorch_cuda_options import compile_options
 from harness.backends._shared.fake_cuda import (
@@ -55,7 +56,7 @@ def predict(ep) -> dict:
     lowering): each top-k with its row length against the Triton top-k's limit, and whether the graph holds
     index_put. A top-k row over the limit keeps ATen's topk, which is not on the backend's fallback list."""
     limit, source = topk_limit()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for n in ep.graph_module.graph.nodes:
         if n.op == "call_function" and "topk" in str(n.target):
             val = n.args[0].meta.get("val") if hasattr(n.args[0], "meta") else None

@@ -118,12 +118,13 @@ class CameraCapacity:
         picks = [self._pick(c, cap, machine, cons) for c, cap in serving]
         entry["pick"] = self._entry_pick(*best, cons)
         entry["tied_with"] = [self._entry_pick(c, cap, cons) for c, cap in same]
-        entry["reason"] = f"the most cameras of {len(serving)} configurations serving at least one"
+        reason = f"the most cameras of {len(serving)} configurations serving at least one"
         if not any(c.accuracy.known for c, _ in serving):
-            entry["reason"] += (
+            reason += (
                 "; none of them has a known accuracy (the camera search runs on the scenario cells: --scenarios "
                 "n640 or all measures the 640 ones)"
             )
+        entry["reason"] = reason
         if same:
             why = "the same camera interval; ordered by the least host memory"
             entry["tie_reason"] = why
