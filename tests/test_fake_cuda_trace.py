@@ -265,6 +265,9 @@ def test_no_fake_record_is_read_as_a_gpu_measurement(fake_run, tmp_path):
     assert decisions and all(d["pick"] is None for d in decisions)
     html = (fake_run / "reports" / "fake" / "index.html").read_text()
     assert "trace failed · fake CUDA" in html and "traced · fake CUDA" in html and FAKE_BASIS in html
+    summary = (fake_run / "reports" / "fake" / "summary.md").read_text()
+    full_model = next(x for x in summary.splitlines() if "prevent full YOLO26 export" in x)
+    assert "confirmed" in full_model and FAKE_BASIS in full_model
     db = tmp_path / "h.sqlite"
     assert main_import([str(fake_run / "fake"), "--db", str(db)]) == 0
     rows = sqlite3.connect(db).execute("SELECT cell_id, status, p50 FROM cells").fetchall()
@@ -326,3 +329,4 @@ def test_the_expected_status_file_never_lists_a_fake_trace(tmp_path):
     exp.update([real])
     assert exp.entries[real.cell_id]["status"] == "export_failed"
     assert exp.judge(real, "cmd").outcome == "xfail"
+

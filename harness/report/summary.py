@@ -158,7 +158,9 @@ def summary_md(content: dict[str, Any]) -> str:
     lines += ["", "## Claims check", "", ", ".join(f"{n} {v}" for v, n in sorted(counts.items())), ""]
     lines += ["| claim | seed | verdict |", "|---|---|---|"]
     lines += [
-        f"| {md(c.claim)} | {md(c.seed)} | {md(c.verdict)} |"
+        f"| {md(c.claim)} | {md(c.seed)} | {md(c.verdict)}"
+        + (f" ({md(c.basis)})" if c.basis != "measured" else "")  # a fake-device trace decided it: said here too
+        + " |"
         for c in claims
         if c.verdict not in ("not measurable", "not comparable here", "untestable")
     ]
