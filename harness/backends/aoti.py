@@ -105,37 +105,22 @@ def fake_export(req: ExportRequest, out: Path) -> ExportResult:
     The artifact is the trace's JSON; a failure before that step is raised as a GPU export would meet it."""
     import torch._inductor
 
-    from harness.backends._shared.fake_cuda import (
-        Trace,
-        attach,
-        export_fake,
-        graph_inventory,
-        make_shims,
-        run_to_device,
-        stated_device,
-        write_trace,
-    )
+    from harness.backends._shared.fake_cuda import trace_export, write_trace
 
-    trace = Trace(req.options[FAKE_OPTION])
-    shims = make_shims(trace)
     model, spec, h, w, dynamic_shapes = prepared_for_export(req)
     info: dict = {"device": "cuda", "remedy": req.options.get("remedy")}
     if spec is not None:
         info["host_postprocess"] = spec
     pt2 = out / f"yolo26{req.size}-{req.task}-aoti-cuda{'-backbone' if spec is not None else ''}.pt2"
-
-    def compile_package():
-        with stated_device(trace), shims:
-            return torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2))
-
-    try:
-        with trace.stage("torch.export on fake CUDA tensors"):
-            ep = export_fake(model, (req.batch, 3, h, w), shims, dynamic_shapes)
-        info["graph_ops"] = graph_inventory(ep)
-        if run_to_device(trace, "AOTInductor lowering, code generation and C++ wrapper", compile_package):
-            trace.notes.append("the compile returned without reaching a step that needs a GPU")
-    except Exception as e:
-        raise attach(e, trace) from None
+    trace = trace_export(
+        req.options[FAKE_OPTION],
+        model,
+        (req.batch, 3, h, w),
+        info,
+        "AOTInductor lowering, code generation and C++ wrapper",
+        lambda ep: torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2)),
+        dynamic_shapes,
+    )
     return ExportResult(write_trace(out, info, trace), info)
 
 

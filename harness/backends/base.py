@@ -357,18 +357,16 @@ class Backend(ABC):
             return "only CUDA cells are traced on a fake device"
         if cell.precision != "fp32":
             return "the fake-device trace exports fp32 only"
-        from harness.backends._shared.probes import not_installed
+        import importlib.util
+
+        from harness.backends._shared.probes import not_installed, torch_cuda_missing
 
         reason = not_installed("torch")
         if reason:
             return reason
-        import importlib.util
-
         if importlib.util.find_spec("triton") is None:
             return "triton is not installed: the fake-device trace generates Triton kernels for the stated GPU"
-        import torch
-
-        return "a CUDA device is here: the real export runs" if torch.cuda.is_available() else None
+        return "a CUDA device is here: the real export runs" if torch_cuda_missing() is None else None
 
     def export_only_reason(self, cell) -> str | None:
         """Why `cell` is export-only here (record status "exported"), or None when it runs.

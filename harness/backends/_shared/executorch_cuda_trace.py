@@ -21,11 +21,8 @@ from harness.backends._shared.fake_cuda import (
     FAKE_OPTION,
     Trace,
     attach,
-    export_fake,
     graph_inventory,
-    make_shims,
-    run_to_device,
-    stated_device,
+    trace_export,
     write_trace,
 )
 
@@ -132,41 +129,25 @@ def trace_lowering(model, shape: tuple[int, ...], target: str, info: dict) -> Tr
     from executorch.backends.cuda.cuda_partitioner import CudaPartitioner
     from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
-    trace = Trace(target)
-    shims = make_shims(trace)
     found: set[str] = set()
     seen: dict = {}
-    try:
-        with trace.stage("torch.export on fake CUDA tensors"):
-            ep = export_fake(model, shape, shims)
-        info["graph_ops"] = graph_inventory(ep)
+
+    def lower(ep):
         info["prediction"] = predict(ep)
         specs = [CudaBackend.generate_method_name_compile_spec("forward")]
+        # compiled in this process, where the stated Triton driver is installed
+        with compile_options(CudaBackend, {"compile_threads": 1}, seen), collected_fallbacks(found):
+            return to_edge_transform_and_lower(
+                ep,
+                partitioner=[CudaPartitioner(specs)],
+                compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
+            )
 
-        def lower():
-            # compile in this process, where the stated Triton driver is installed
-            with (
-                compile_options(CudaBackend, {"compile_threads": 1}, seen),
-                collected_fallbacks(found),
-                stated_device(trace),
-                shims,
-            ):
-                return to_edge_transform_and_lower(
-                    ep,
-                    partitioner=[CudaPartitioner(specs)],
-                    compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
-                )
-
-        lowered = run_to_device(
-            trace, "partition, edge passes, AOTInductor lowering and C++ wrapper (CudaPartitioner)", lower
-        )
-        info["compile_options"] = seen
-        if lowered is not None:  # nothing asked for a device: say so rather than call it compiled
-            trace.notes.append("the lowering returned without reaching a step that needs a GPU")
-        if found:
-            raise RuntimeError(missing_message(found))
-    except Exception as e:
-        raise attach(e, trace) from None
+    stage = "partition, edge passes, AOTInductor lowering and C++ wrapper (CudaPartitioner)"
+    trace = trace_export(target, model, shape, info, stage, lower)
+    info["compile_options"] = seen
+    if found:  # ExecuTorch's own verdict, which it raises after compiling the kernels on a GPU
+        raise attach(RuntimeError(missing_message(found)), trace)
     return trace
 
 

@@ -178,7 +178,9 @@ class Trace:
             needed = device_needed(e)
             if needed is None and any(w in str(e) for w in CPU_BUILD_WORDS):
                 entry["status"] = f"cannot trace: {e}"[:300]
-                self.notes.append(f"{name}: this CPU build of torch cannot trace past {type(e).__name__}: {e}")
+                self.notes.append(
+                    f"{name}: this CPU build of torch cannot trace past {type(e).__name__}: {e}"
+                )
                 raise CannotTrace(
                     f"{e} (torch is a CPU build; the fake-device trace cannot go past this step: it says nothing "
                     "about the export on a GPU)"
@@ -586,10 +588,31 @@ def stated_device(trace: Trace) -> Iterator[None]:
         yield
 
 
-def run_to_device(trace: Trace, name: str, step: Callable[[], Any]) -> Any:
-    """Run `step` as the stage `name` on the stated device; a DeviceNeeded ends the trace there (returns None)."""
+def trace_export(
+    target: str,
+    model,
+    shape: tuple[int, ...],
+    info: dict,
+    lowering: str,
+    lower: Callable[[Any], Any],
+    dynamic_shapes=None,
+) -> Trace:
+    """One export traced on a fake CUDA device for the stated `target`: torch.export of `model` on an input of
+    `shape` (`export_fake`; its operators into `info["graph_ops"]`), then `lower(exported program)` as the stage
+    `lowering`, on the stated device with the stand-ins, until it needs a GPU (DeviceNeeded ends the stage there).
+    Returns the trace; a failure on the way is raised carrying it (`attach`)."""
+    trace = Trace(target)
+    shims = make_shims(trace)
     try:
-        with trace.stage(name):
-            return step()
+        with trace.stage("torch.export on fake CUDA tensors"):
+            ep = export_fake(model, shape, shims, dynamic_shapes)
+        info["graph_ops"] = graph_inventory(ep)
+        with trace.stage(lowering), stated_device(trace), shims:
+            lower(ep)
+        # nothing asked for a device: say so rather than call it compiled
+        trace.notes.append(f"{lowering} returned without reaching a step that needs a GPU")
     except DeviceNeeded:
-        return None
+        pass  # the stop: the stage says where
+    except Exception as e:
+        raise attach(e, trace) from None
+    return trace
