@@ -108,7 +108,9 @@ def test_topk_over_4096_rows_fails_as_missing_fallback_kernel_and_within_traces_
 @pytest.mark.slow
 @pytest.mark.export
 def test_seed_001_indexing_traces_here_and_a_float_index_fails_at_export_as_a_dtype_error():
-    seed, _ = trace(SeedIndexing())  # int64 indices: the seed's float32 lowering error does not reproduce here
+    seed, _ = trace(
+        SeedIndexing()
+    )  # int64 indices: the seed's float32 lowering error does not reproduce here
     assert not isinstance(seed, Exception), seed
     assert seed.stopped_at.startswith("autotuning")
     bad, summary = trace(FloatIndex())
@@ -287,7 +289,9 @@ def test_a_step_the_cpu_build_cannot_trace_says_nothing_about_the_export():
     limit = fake_record("trace_failed", message=str(caught.value))
     assert limit.failure["class"] == "device_missing"
     got = verdicts([limit])
-    assert got["aoti-full-model"][0] == "not measurable" and got["aoti-postprocess-ops"][0] == "not measurable"
+    assert (
+        got["aoti-full-model"][0] == "not measurable" and got["aoti-postprocess-ops"][0] == "not measurable"
+    )
     # the same stage failing in the lowering itself is a verdict
     with pytest.raises(ValueError), t.stage("lowering"):
         raise ValueError("LoweringException: boom")
@@ -311,7 +315,10 @@ def test_a_dynamic_export_on_fake_cuda_tensors_meets_the_strided_convolution_gua
         Aoti().export(req)
     stages = caught.value.export_info["fake_device"]["stages"]
     assert stages == [dict(stages[0], status="failed: UserError")]
-    assert caught.value.export_info["fake_device"]["shims"]["Tensor.copy_ of a fake CUDA tensor -> aten.copy_"] > 0
+    assert (
+        caught.value.export_info["fake_device"]["shims"]["Tensor.copy_ of a fake CUDA tensor -> aten.copy_"]
+        > 0
+    )
     assert classify(str(caught.value))["class"] == "guard_violation"
 
 
@@ -329,4 +336,3 @@ def test_the_expected_status_file_never_lists_a_fake_trace(tmp_path):
     exp.update([real])
     assert exp.entries[real.cell_id]["status"] == "export_failed"
     assert exp.judge(real, "cmd").outcome == "xfail"
-

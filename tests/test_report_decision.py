@@ -98,7 +98,9 @@ def test_a_smaller_shape_wins_the_camera_with_its_accuracy_cost_and_loses_under_
     ]
     won = camera(records)
     assert won.pick.cand.rec.height == 320
-    assert "640→320: 0.900× the 640 mAP (measured on your data, fp32 reference)" in won.pick.cand.accuracy.cost
+    assert (
+        "640→320: 0.900× the 640 mAP (measured on your data, fp32 reference)" in won.pick.cand.accuracy.cost
+    )
     page = won.pick.cand.accuracy.text() + "; " + won.pick.cand.accuracy.cost
     from harness.decide.by_candidates import answer_of
 

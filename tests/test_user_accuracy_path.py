@@ -69,4 +69,3 @@ def test_your_weights_and_data_are_measured_at_each_shape_agree_with_the_validat
     if dec.fastest is not None:  # the trade, where there is one, is priced from the user's data
         assert "measured on your data" in dec.gives_up
     assert all(r["accuracy_source"] == MEASURED for r in (x.as_dict() for x in dec.ladder))
-

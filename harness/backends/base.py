@@ -365,7 +365,9 @@ class Backend(ABC):
         if reason:
             return reason
         if importlib.util.find_spec("triton") is None:
-            return "triton is not installed: the fake-device trace generates Triton kernels for the stated GPU"
+            return (
+                "triton is not installed: the fake-device trace generates Triton kernels for the stated GPU"
+            )
         return "a CUDA device is here: the real export runs" if torch_cuda_missing() is None else None
 
     def export_only_reason(self, cell) -> str | None:

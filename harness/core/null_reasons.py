@@ -11,7 +11,9 @@ from harness.core.record import RECORD_FIELDS, TRACED_STATUSES, CellRecord
 from harness.core.record_codec import section_items
 
 #: what every fake-device record says (harness.backends._shared.fake_cuda.FAKE_LABEL; the core imports no backend)
-FAKE_LABEL = "export traced on a CPU machine (fake CUDA device); compiling kernels, loading and timing need a GPU"
+FAKE_LABEL = (
+    "export traced on a CPU machine (fake CUDA device); compiling kernels, loading and timing need a GPU"
+)
 
 # Sections whose fields are checked one by one once the section itself exists.
 SECTIONS = ("memory", "energy", "latency_ms", "latency_e2e_ms", "stages_ms", "parity", "accuracy", "roofline")

@@ -248,7 +248,9 @@ def add_report_options(group) -> None:
     )
     group.addoption("--memory-cap", help="report: pick only configurations within this host peak MiB")
     group.addoption("--min-shape", help="report: pick only configurations whose smaller side is >= PX")
-    group.addoption("--headroom", default=1.0, help="report: keep each latency figure within this share of its bound")
+    group.addoption(
+        "--headroom", default=1.0, help="report: keep each latency figure within this share of its bound"
+    )
 
 
 def report_constraints(opt):
@@ -262,5 +264,10 @@ def report_constraints(opt):
     except ValueError as e:
         raise SelectionError(str(e)) from e
     return Constraints(
-        floors, opt("memory_cap"), opt("camera_fps"), opt("server_bound_ms"), opt("min_shape"), opt("headroom")
+        floors,
+        opt("memory_cap"),
+        opt("camera_fps"),
+        opt("server_bound_ms"),
+        opt("min_shape"),
+        opt("headroom"),
     )

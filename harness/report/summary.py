@@ -159,7 +159,9 @@ def summary_md(content: dict[str, Any]) -> str:
     lines += ["| claim | seed | verdict |", "|---|---|---|"]
     lines += [
         f"| {md(c.claim)} | {md(c.seed)} | {md(c.verdict)}"
-        + (f" ({md(c.basis)})" if c.basis != "measured" else "")  # a fake-device trace decided it: said here too
+        + (
+            f" ({md(c.basis)})" if c.basis != "measured" else ""
+        )  # a fake-device trace decided it: said here too
         + " |"
         for c in claims
         if c.verdict not in ("not measurable", "not comparable here", "untestable")
