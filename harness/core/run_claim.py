@@ -19,11 +19,14 @@ import json
 import os
 import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 LOCK = ".run.lock"
+#: how long a refused run waits for the holder's details to appear in the lock file (it locks, then writes them)
+DETAILS_WAIT_S = 2.0
 #: files of the claim and the record writer's lock: a directory holding only these holds no run
 CLAIM_FILES = (LOCK, ".cells.jsonl.lock")
 
@@ -83,11 +86,17 @@ def _holder() -> dict:
 
 
 def _describe(path: Path) -> str:
-    try:
-        h = json.loads(path.read_text(encoding="utf-8"))
-        return f"pid {h['pid']} on {h['host']} since {h['since']} ({h['command']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another process (it recorded no details)"
+    """Who holds `path`: the details its holder wrote. A holder takes the lock before it writes them, so a reader
+    between the two finds nothing yet: it reads again for up to DETAILS_WAIT_S before saying so."""
+    deadline = time.monotonic() + DETAILS_WAIT_S
+    while True:
+        try:
+            h = json.loads(path.read_text(encoding="utf-8"))
+            return f"pid {h['pid']} on {h['host']} since {h['since']} ({h['command']})"
+        except (OSError, ValueError, KeyError, TypeError):
+            if time.monotonic() >= deadline:
+                return "another process (it recorded no details)"
+            time.sleep(0.02)
 
 
 def _lock(path: Path, shared: bool) -> int | None:
@@ -104,8 +113,8 @@ def _lock(path: Path, shared: bool) -> int | None:
 def _sign(fd: int) -> None:
     """Write this process's details into the lock file it holds exclusively."""
     data = json.dumps(_holder()).encode()
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
+    os.pwrite(fd, data, 0)  # over a dead holder's details, then cut to length: never an empty file between
+    os.ftruncate(fd, len(data))
 
 
 def _busy(path: Path) -> bool:
