@@ -1,6 +1,7 @@
 """Write the plan's table of prices (harness/plan/prices.yaml) from cold runs: never typed by hand.
 
-    .venv/bin/python scripts/plan_prices.py RUN_DIR [RUN_DIR ...] [-o harness/plan/prices.yaml] [--max-time 3]
+    .venv/bin/python scripts/plan_prices.py RUN_DIR [RUN_DIR ...] [--extra RUN_DIR] [-o harness/plan/prices.yaml]
+        [--max-time 3]
 
 Each RUN_DIR is a run's results directory (timeline.json, cells.jsonl, env.json; its env.json's or timeline's
 `machine_speed` is the reference speed its prices scale from, null where the run measured none: factor 1). Where
@@ -24,6 +25,17 @@ LoadGen's durations being wall-clock); each family's default (executorch, compil
 median of its fp32 entries brought to yolo26n at 640x640 by those exponents; PRIORS for a family no run measured);
 the cache hit's cost (the median export-phase seconds of cells whose export came from the cache, PRIORS where no
 run had one), the cells run alone, the end, and the scenarios' median.
+
+Each dynamic-shape probe any run (RUN_DIR or --extra) ran alone is priced on its own too (`alone_cells`: its
+seconds run alone, remedies included, newest first), beside the median of every kind (`alone`).
+
+`--extra RUN_DIR` (a run of another profile, such as `--profile claims --fake-cuda`): of it only what the cold runs
+cannot price: its dynamic probes (above) and its cells whose export was traced on a fake CUDA device (status traced
+or trace_failed, not a remedy), which go to the table's `traced` section, each priced at its export-phase seconds
+as its export, every other part 0 (the estimator prices such a cell's export alone, and only a traced cell from that
+section: harness.plan.price.export_only). Nothing else of that run enters the table (cells, families, exponents,
+cache hits, the end, the medians run alone stay the cold runs'), and it is listed before them in `runs`, so the
+newest cold run stays the reference speed.
 """
 
 from __future__ import annotations
@@ -41,9 +53,11 @@ sys.path.insert(0, str(REPO))
 
 from harness.core.axes import Shape  # noqa: E402
 from harness.core.cell import Cell  # noqa: E402
+from harness.core.record import TRACED_STATUSES  # noqa: E402
 from harness.execute.workload import workload_label  # noqa: E402
 from harness.plan import durations  # noqa: E402
 from harness.plan.price import BODY, FAMILIES, PREP, PRICES_FILE, family, split_own, work  # noqa: E402
+from harness.plan.price_table import cell_key  # noqa: E402
 
 FITTED = ("export", "probe", "load", "timing", "timing_floor", "stages")
 #: figures no cold run has measured yet: the earlier hand calibrations (2-core CPU, yolo26n at 640), used only
@@ -74,10 +88,6 @@ def cell_of(rec: dict) -> Cell:
     shape = Shape(rec.get("height") or 0, rec.get("width") or 0, bool(rec.get("dynamic")))
     return Cell(rec["size"], rec["task"], rec["head"], rec["backend"], rec["device"], shape,
                 int(rec.get("batch") or 1), rec.get("precision_requested") or "fp32")  # fmt: skip
-
-
-def key_of(c: Cell) -> str:
-    return f"{c.backend} {c.device} {c.precision} {c.size} {c.shape.height}x{c.shape.width} b{c.batch}"
 
 
 def read_run(run_dir: Path) -> dict:
@@ -135,6 +145,34 @@ def exponents(entries: list[tuple[Cell, dict]]) -> dict[str, float]:
             points.setdefault((p["_run"], c.backend, c.device, c.precision), []).append((w, p.get(part, 0.0)))
         out[part] = fit(points, PRIORS["work_exponent"][part])
     out["scenarios"] = 0.0
+    return out
+
+
+def traced_entries(run: dict) -> list[tuple[Cell, dict]]:
+    """The run's cells traced on a fake CUDA device: (cell, parts) with its export-phase seconds as the export."""
+    prep = run["timeline"].get("prep_s") or {}
+    out = []
+    for rec in run["records"]:
+        if rec.get("remedy_of") or rec.get("status") not in TRACED_STATUSES:
+            continue
+        c = cell_of(rec)
+        s, hit = prep.get(c.id, (None, False))
+        if s is None or hit or c.shape.dynamic:
+            continue  # not in the export phase, a cache hit, or a dynamic probe (run alone): no export to price
+        out.append((c, {**dict.fromkeys((*PREP, *BODY, "timing_floor"), 0.0), "export": float(s)}))
+    return out
+
+
+def dynamic_probes(run: dict) -> list[tuple[Cell, float]]:
+    """The run's dynamic-shape probes (not remedies) with their seconds run alone (timeline alone_s)."""
+    alone = run["timeline"].get("alone_s") or {}
+    out = []
+    for rec in run["records"]:
+        if rec.get("remedy_of") or rec.get("status") == "skipped" or rec["cell_id"] not in alone:
+            continue
+        c = cell_of(rec)
+        if c.shape.dynamic:
+            out.append((c, float(alone[rec["cell_id"]])))
     return out
 
 
@@ -232,9 +270,10 @@ def median_parts(entries: list[tuple[Cell, dict]], exps: dict[str, float]) -> di
     return out
 
 
-def build(run_dirs: list[Path], max_time_s: float) -> dict:
-    """The table (a dict, as prices.yaml holds it) from the runs."""
+def build(run_dirs: list[Path], max_time_s: float, extra_dirs: list[Path] = ()) -> dict:
+    """The table (a dict, as prices.yaml holds it) from the runs, and what `extra_dirs` add (the module's rule)."""
     runs = sorted((read_run(Path(d)) for d in run_dirs), key=lambda r: r["info"]["started_at"] or "")
+    extras = sorted((read_run(Path(d)) for d in extra_dirs), key=lambda r: r["info"]["started_at"] or "")
     cells: dict[str, tuple[Cell, dict, str]] = {}
     every: list[tuple[Cell, dict]] = []
     hits: list[float] = []
@@ -252,7 +291,7 @@ def build(run_dirs: list[Path], max_time_s: float) -> dict:
     for run, entries in per_run:
         split_scenarios(entries, exps["stages"])
         for c, p in entries:
-            cells[key_of(c)] = (c, p, run["info"]["run_id"])
+            cells[cell_key(c)] = (c, p, run["info"]["run_id"])
     families = {}
     for fam in FAMILIES:
         head = {"backend": f"({fam})", "size": "n", "shape": "640x640", "batch": 1}
@@ -264,10 +303,20 @@ def build(run_dirs: list[Path], max_time_s: float) -> dict:
         else:
             families[fam] = {**head, **PRIORS["families"][fam], "scenarios": 0.0, "run": None}
     scen = [p["scenarios"] for _, p, _ in cells.values() if p.get("scenarios", 0) > 0]
+    traced: dict[str, tuple[Cell, dict, str]] = {}
+    for run in reversed(
+        extras
+    ):  # apart from the cells: a trace prices only traced cells; the newest run wins
+        for c, p in traced_entries(run):
+            traced.setdefault(cell_key(c), (c, p, run["info"]["run_id"]))
+    probes: dict[str, dict] = {}
+    for run in reversed(extras + runs):  # each dynamic probe's seconds alone, the newest run's first
+        for c, seconds in dynamic_probes(run):
+            probes.setdefault(cell_key(c), {"seconds": round(seconds, 3), "run": run["info"]["run_id"]})
     newest = runs[-1]["timeline"] if runs else {}
     return {
         "version": 1,
-        "runs": [r["info"] for r in runs],
+        "runs": [r["info"] for r in extras] + [r["info"] for r in runs],
         "max_time_s": max_time_s,
         "work_exponent": exps,
         "cache_hit_s": round(statistics.median(hits), 3) if hits else PRIORS["cache_hit_s"],
@@ -275,20 +324,24 @@ def build(run_dirs: list[Path], max_time_s: float) -> dict:
         "alone": {k: round(statistics.median(v), 3) if v else PRIORS["alone"][k] for k, v in alone.items()},
         "finish_s": round(float(newest.get("finish_s") or 0.0), 3),
         "families": families,
-        "cells": {
-            key: {
-                "backend": c.backend,
-                "device": c.device,
-                "precision": c.precision,
-                "size": c.size,
-                "shape": f"{c.shape.height}x{c.shape.width}",
-                "batch": c.batch,
-                **{k: round(float(p.get(k, 0.0)), 3) for k in (*PREP, *BODY, "timing_floor")},
-                **({"p50_ms": round(float(p["_p50_ms"]), 3)} if p.get("_p50_ms") else {}),
-                "run": run_id,
-            }
-            for key, (c, p, run_id) in sorted(cells.items())
-        },
+        "cells": {key: entry_of(c, p, run_id) for key, (c, p, run_id) in sorted(cells.items())},
+        "traced": {key: entry_of(c, p, run_id) for key, (c, p, run_id) in sorted(traced.items())},
+        "alone_cells": dict(sorted(probes.items())),
+    }
+
+
+def entry_of(c: Cell, p: dict, run_id: str) -> dict:
+    """A table entry: the cell's axes, its parts in seconds, its timed p50 where it ran, the run it came from."""
+    return {
+        "backend": c.backend,
+        "device": c.device,
+        "precision": c.precision,
+        "size": c.size,
+        "shape": f"{c.shape.height}x{c.shape.width}",
+        "batch": c.batch,
+        **{k: round(float(p.get(k, 0.0)), 3) for k in (*PREP, *BODY, "timing_floor")},
+        **({"p50_ms": round(float(p["_p50_ms"]), 3)} if p.get("_p50_ms") else {}),
+        "run": run_id,
     }
 
 
@@ -315,6 +368,16 @@ def render(table: dict, command: str) -> str:
         *[f"  {k}: {dump(v)}" for k, v in table["families"].items()],
         "cells:",
         *[f"  {dump(k)}: {dump(v)}" for k, v in table["cells"].items()],
+        *(
+            ["traced:", *[f"  {dump(k)}: {dump(v)}" for k, v in table["traced"].items()]]
+            if table["traced"]
+            else []
+        ),
+        *(
+            ["alone_cells:", *[f"  {dump(k)}: {dump(v)}" for k, v in table["alone_cells"].items()]]
+            if table["alone_cells"]
+            else []
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -326,13 +389,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--max-time", type=float, default=3.0, help="the runs' --max-time (default 3, the default)"
     )
+    p.add_argument(
+        "--extra", type=Path, action="append", default=[], metavar="RUN_DIR",
+        help="a run of another profile (claims, --fake-cuda): only its traced cells and dynamic probes enter the table",
+    )  # fmt: skip
     a = p.parse_args(argv)
-    for d in a.runs:
+    for d in [*a.runs, *a.extra]:
         missing = [f for f in (durations.TIMELINE, "cells.jsonl", "env.json") if not (d / f).is_file()]
         if missing:
             p.error(f"{d}: no {', '.join(missing)}")
-    table = build(a.runs, a.max_time)
-    shown = [str(d) for d in a.runs]
+    table = build(a.runs, a.max_time, a.extra)
+    shown = [str(d) for d in a.runs] + [f"--extra {d}" for d in a.extra]
     command = (
         "python scripts/plan_prices.py "
         + " ".join(shown)

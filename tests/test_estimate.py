@@ -207,3 +207,28 @@ def test_newest_timeline_wins_own_run_and_bad_files_left_out(tmp_path):
 
 def test_fmt_duration():
     assert [est.fmt_duration(s) for s in (4.4, 75, 3725, -3)] == ["4 s", "1 min 15 s", "1 h 02 min", "0 s"]
+
+
+def test_a_cell_traced_on_a_fake_cuda_device_costs_its_export_alone():
+    gpu = Cell("n", "detect", "e2e", "aoti", "cuda", Shape(320, 320))
+    label = workload_label(gpu)
+    k = price.Known(table())
+    without = est.estimate({W320: [ORT]}, [], k, workers=1, episodes=3)
+    traced = est.estimate(
+        {W320: [ORT], label: [gpu]}, [], k, workers=1, episodes=3,
+        cannot_run=lambda c: c.device == "cuda", traced=lambda c: c.device == "cuda",
+    )  # fmt: skip
+    p = traced.prices[gpu.id]
+    assert p.source == "plan" and "fake CUDA device" in p.detail
+    assert p.parts["export"] == 10.0 and sum(p.parts.values()) == 10.0  # no probe, load, timing, stages
+    assert traced.parts[est.EXPORT_PHASE].seconds == pytest.approx(
+        without.parts[est.EXPORT_PHASE].seconds + 10.0
+    )
+    assert traced.remaining_s() == pytest.approx(without.remaining_s() + 10.0)
+    # the other way: without --fake-cuda the same cell is a skip here and costs nothing
+    skipped = est.estimate(
+        {W320: [ORT], label: [gpu]}, [], k, workers=1, episodes=3, cannot_run=lambda c: c.device == "cuda"
+    )
+    assert skipped.prices[gpu.id].source == "skip" and skipped.remaining_s() == pytest.approx(
+        without.remaining_s()
+    )

@@ -103,3 +103,77 @@ def test_the_committed_table_prices_the_default_profiles_cells_from_its_own_entr
     for c in (ORT, OV, ORT_X, cell("executorch-xnnpack", "m", 640), cell("torch-eager", "n", 1280)):
         _, entry, how = table.lookup(c)
         assert entry is not None and how.startswith("prices.yaml ") and "nearest" not in how, (c.id, how)
+
+
+def traced_run(root):
+    """A --fake-cuda run (synthetic): AOTInductor cuda traced at yolo26n 640, its dynamic probe and a remedy left
+    out, ONNX Runtime that ran as usual; its machine 2x slower at Python than the cold run's."""
+    run = root / "fake"
+    run.mkdir()
+    aoti = Cell("n", "detect", "e2e", "aoti", "cuda", Shape(640, 640))
+    dyn = Cell("n", "detect", "e2e", "aoti", "cuda", Shape(0, 0, dynamic=True))
+    records = [
+        {**record(aoti, 14.0, 0.0, 0), "status": "traced", "timing": None},
+        {**record(dyn, 6.0, 0.0, 0), "status": "trace_failed", "timing": None, "dynamic": True},
+        {
+            **record(aoti, 30.0, 0.0, 0),
+            "cell_id": aoti.id + "+raw-head",
+            "status": "traced",
+            "remedy_of": aoti.id,
+        },
+        {**record(ORT_X, 99.0, 9.0, 20)},
+    ]
+    (run / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    timeline = {"version": 1, "run_id": "fake", "wall_s": 500.0, "finish_s": 9.0,
+                "prep_s": {aoti.id: [15.5, False], ORT_X.id: [120.0, False]}, "alone_s": {dyn.id: 34.0}}  # fmt: skip
+    (run / "timeline.json").write_text(json.dumps(timeline))
+    env = {"run_id": "fake", "started_at": "2026-12-02T00:00:00+00:00", "git_commit": "def",
+           "host": {"cpu_model": "Synthetic CPU", "cpu_cores_physical": 2},
+           "machine_speed": {"python_s": 0.04, "compute_s": 0.06}}  # fmt: skip
+    (run / "env.json").write_text(json.dumps(env))
+    return run, aoti
+
+
+def test_an_extra_run_adds_only_its_traced_exports_and_probes_and_they_price_only_their_cells(tmp_path):
+    cold = fake_run(tmp_path)
+    fake, aoti = traced_run(tmp_path)
+    alone = plan_prices.build([cold], 3.0)
+    both = plan_prices.build([cold], 3.0, [fake])
+    # the cold run's table is unchanged: the fake run's ONNX Runtime cell, its end and the medians alone stay out
+    kept = ("runs", "traced", "alone_cells")
+    assert {k: both[k] for k in alone if k not in kept} == {k: alone[k] for k in alone if k not in kept}
+    assert both["alone"] == alone["alone"] == plan_prices.PRIORS["alone"]
+    assert alone["alone_cells"] == {} and both["alone_cells"] == {
+        "aoti cuda fp32 n 0x0 b1": {"seconds": 34.0, "run": "fake"}
+    }
+    assert alone["traced"] == {} and list(both["traced"]) == ["aoti cuda fp32 n 640x640 b1"]
+    t = both["traced"]["aoti cuda fp32 n 640x640 b1"]
+    assert t["export"] == 15.5 and t["run"] == "fake"  # its export-phase seconds, the remedy not counted
+    assert all(t[p] == 0.0 for p in ("probe", "load", "timing", "stages", "scenarios"))
+    assert [r["run_id"] for r in both["runs"]] == ["fake", "cold"]  # the cold run stays the reference speed
+
+    out = tmp_path / "prices.yaml"
+    assert plan_prices.main([str(cold), "--extra", str(fake), "-o", str(out)]) == 0
+    assert f"--extra {fake}" in out.read_text()
+    table = price.Table.read(out)
+    assert table.reference_speed() == SPEED
+    parts, entry, _ = table.lookup(aoti, traced=True)
+    assert parts["export"] == 15.5 and table.speed_of(entry)["python_s"] == 0.04
+    # the other way: a real AOTInductor cuda cell (a GPU machine) is never priced from a trace
+    real, real_entry, how = table.lookup(aoti)
+    assert real["load"] > 0  # the family default times a real cell
+    assert real_entry.key == "family default compile" and "family default" in how
+    # priced on the cold run's machine (2x faster at Python than the fake run's): the traced export halves, alone
+    known = price.Known(table, speed=SPEED)
+    p = price.price_cells([aoti], known, traced={aoti.id})[aoti.id]
+    assert p.parts["export"] == pytest.approx(15.5 / 2) and p.prep_s() == p.total(1.0) == p.parts["export"]
+
+    # its dynamic probe run alone: its own seconds, from its run's machine; another backend's probe: the median
+    dyn = Cell("n", "detect", "e2e", "aoti", "cuda", Shape(0, 0, dynamic=True))
+    own = price.alone_price(dyn, known)
+    assert own.parts["load"] == pytest.approx(34.0 / 2) and "alone_cells" in own.detail
+    other = price.alone_price(Cell("n", "detect", "e2e", "openvino", "cpu", Shape(0, 0, dynamic=True)), known)
+    assert (
+        other.parts["load"] == pytest.approx(plan_prices.PRIORS["alone"]["dynamic"])
+        and "alone.dynamic" in other.detail
+    )

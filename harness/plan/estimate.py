@@ -139,14 +139,17 @@ def estimate(
     episodes: int,
     scenario_cells: Iterable[str] = (),
     cannot_run: Callable[[Cell], bool] = lambda cell: False,
+    traced: Callable[[Cell], bool] = lambda cell: False,
 ) -> Estimate:
     """Price a run: `workloads` (label -> its cells, timed together), the cells run `alone`, from what is `known`.
-    A cell that `cannot_run` here (its backend or device is missing) is a skip: priced at nothing."""
+    A cell that `cannot_run` here (its backend or device is missing) is a skip: priced at nothing, unless it is
+    `traced` on a fake CUDA device (--fake-cuda): then its export alone is priced (harness.plan.price.export_only)."""
     label = {c.id: name for name, cells in workloads.items() for c in cells}
     cells = [c for cs in workloads.values() for c in cs]
-    skips = {c.id for c in cells if cannot_run(c)}
+    fake = {c.id for c in cells if traced(c)}
+    skips = {c.id for c in cells if c.id not in fake and cannot_run(c)}
     prices = price_cells(
-        cells, known, skips=skips, scenario_cells=scenario_cells, label_of=lambda c: label[c.id]
+        cells, known, skips=skips, scenario_cells=scenario_cells, label_of=lambda c: label[c.id], traced=fake
     )
     est = compose(
         workloads,

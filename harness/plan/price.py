@@ -20,7 +20,10 @@ Sources, the first that knows a cell wins (the price names it, and its detail sa
   scripts/plan_prices.py from cold runs, never typed by hand): the entry of the cell's backend, device,
   precision, size, shape and batch; else the table's nearest entry of its backend and device (same precision
   first) scaled by work; else its family's default (executorch, compile, tensorrt, eager, other) scaled by work.
-A cell that is a skip here costs nothing ("skip").
+A cell that is a skip here costs nothing ("skip"). A cell whose export is traced on a fake CUDA device
+(`--fake-cuda`, harness.backends._shared.fake_cuda) costs its export alone: nothing is probed, loaded or timed
+after it (`export_only`); its export is priced by the same sources, the table's from its traced entries only
+(harness.plan.price_table.Table.traced; none: its family's default), never from another backend's nearest record.
 
 Work is published GFLOPs at 640 x pixels x batch (every task priced as detect); a part scales by (work ratio) **
 the table's exponent for it. Exports and probes scale by the model's work alone (GFLOPs x batch): the cold runs
@@ -50,6 +53,7 @@ from harness.plan.price_table import (
     Entry,
     Table,
     by_work,
+    cell_key,
     cell_work,
     family,
     work,
@@ -156,17 +160,19 @@ def price_cells(
     skips: Iterable[str] = (),
     scenario_cells: Iterable[str] = (),
     label_of: Callable[[Cell], str] | None = None,
+    traced: Iterable[str] = (),
 ) -> dict[str, Price]:
-    """Each cell's Price, by the module's sources; `skips` (cell ids that are a skip here) cost nothing;
+    """Each cell's Price, by the module's sources; `skips` (cell ids that are a skip here) cost nothing; `traced`
+    (cell ids whose export is traced on a fake CUDA device) cost their export alone (`export_only`);
     `scenario_cells` run the scenarios (the others' scenarios part is 0; a scenario cell priced from another cell
     that ran none takes the table's scenarios figure, one priced from its own record keeps what it measured);
     `label_of` names a cell's workload (harness.execute.workload.workload_label), for the timelines that recorded
     workloads, not cells. A dynamic probe is a cell run alone: its history, else `alone_price`."""
-    cells, skips, scen = list(cells), set(skips), set(scenario_cells)
+    cells, skips, scen, traced = list(cells), set(skips), set(scenario_cells), set(traced) - set(skips)
     per_label: dict[str, int] = {}
     if label_of is not None:
         for c in cells:
-            if c.id not in skips:
+            if c.id not in skips and c.id not in traced:  # only cells that run share a workload's seconds
                 per_label[label_of(c)] = per_label.get(label_of(c), 0) + 1
     near: dict[tuple[str, str], list[Measured]] = {}
     for m in known.history.measured.values():
@@ -182,11 +188,23 @@ def price_cells(
             out[cell.id] = alone_price(cell, known)
             continue
         label = label_of(cell) if label_of is not None else None
+        if cell.id in traced:
+            out[cell.id] = export_only(_price(cell, known, False, label, 1, {}, traced=True))
+            continue
         out[cell.id] = _price(cell, known, cell.id in scen, label, per_label.get(label or "", 1), near)
     return out
 
 
-def _price(cell: Cell, k: Known, scen: bool, label: str | None, n_label: int, near: dict) -> Price:
+def export_only(p: Price) -> Price:
+    """`p` for a cell whose export is traced on a fake CUDA device: the export part alone (the trace stops where a
+    GPU is needed: no probe, load, timing, stages or scenarios follow)."""
+    parts = {part: (p.parts.get(part, 0.0) if part == "export" else 0.0) for part in PARTS}
+    return Price(parts, p.source, f"{p.detail}; traced on a fake CUDA device: its export alone")
+
+
+def _price(
+    cell: Cell, k: Known, scen: bool, label: str | None, n_label: int, near: dict, traced: bool = False
+) -> Price:
     hit = cell.id in k.cached and not k.refresh
     rec, cap = k.recorded, k.cap()
     m = k.history.measured.get(cell.id)
@@ -195,7 +213,7 @@ def _price(cell: Cell, k: Known, scen: bool, label: str | None, n_label: int, ne
 
     def plan() -> tuple[dict, str]:  # the table's price, looked up once where needed
         if not memo:
-            parts, entry, how = k.table.lookup(cell)
+            parts, entry, how = k.table.lookup(cell, traced)
             memo.append((scale(parts, k.factors(k.table.speed_of(entry)), cap), how))
         return memo[0]
 
@@ -258,10 +276,15 @@ def _nearest_measured(cell: Cell, pool: list[Measured]) -> Measured | None:
 
 
 def alone_price(cell: Cell, known: Known) -> Price:
-    """A cell run alone (a dynamic probe, an excluded cell): recorded, else the table's figure for its kind."""
+    """A cell run alone (a dynamic probe, an excluded cell): recorded, else the table's seconds for this cell (a
+    dynamic probe a run measured), else the table's figure for its kind."""
     seen = known.recorded.alone_s.get(cell.id)
     if seen is not None:
         return Price({"load": seen}, "recorded", "the cell run alone")
+    own = known.table.alone_cells.get(cell_key(cell))
+    if own is not None:
+        f = known.factors((known.table.runs.get(own[1]) or {}).get("machine_speed"))["python_s"]
+        return Price({"load": own[0] * f}, "plan", f"prices.yaml alone_cells {cell_key(cell)}")
     kind = "dynamic" if cell.shape.dynamic else "other"
     f = known.factors(known.table.reference_speed())["python_s"]
     return Price({"load": known.table.alone.get(kind, 0.0) * f}, "plan", f"prices.yaml alone.{kind}")

@@ -24,6 +24,7 @@ from harness.core.cell import Cell
 from harness.core.record import CellRecord
 from harness.core.results_dir import read_env, write_text_atomic
 from harness.execute.config import RunConfig
+from harness.execute.planning import fake_cuda
 from harness.execute.screen import SCREEN_KEEP
 from harness.execute.state import AttemptState
 from harness.execute.usecase import wants_scenarios
@@ -108,6 +109,7 @@ class RunClock:
             episodes=self.episodes,
             scenario_cells=planned_scenario_cells(cfg.scenarios, timed, lambda c: cannot_run(c, probes)),
             cannot_run=lambda c: cannot_run(c, probes),
+            traced=lambda c: fake_cuda(c, cfg.fake_cuda),
         )
         self.workloads = len(workloads)
         self.pending = set(workloads)

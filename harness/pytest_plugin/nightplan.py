@@ -18,6 +18,7 @@ from pathlib import Path
 from harness import threads as thread_budget
 from harness.core.envinfo import LIBRARIES
 from harness.core.version import library_version
+from harness.execute.planning import fake_cuda
 from harness.execute.workload import workload_label
 from harness.history.store import default_db_path
 from harness.plan import changes, durations, price
@@ -60,17 +61,20 @@ def estimate_planned(
     *,
     results_dir: Path | None = None,
     speed: dict | None = None,
+    fake_target: str | None = None,
 ) -> tuple[durations.History, dict[str, price.CellCost], set[str]]:
     """The history of `db`, each planned cell's cost (harness.plan.price: the timelines of `results_dir`, the
     history, the export cache, the plan's table scaled by this machine's `speed`, measured here when not given; the
     export and probe at 1 / physical cores, the export workers' default), and the cells that are a skip here
-    (priced at nothing); each cell's skip reason (None: it runs here) is put in `reasons` when given."""
+    (priced at nothing); each cell's skip reason (None: it runs here) is put in `reasons` when given. With
+    `fake_target` (--fake-cuda) a CUDA cell traced on a fake device here costs its export alone."""
     hist = durations.read_history(db)
     probes: dict[tuple[str, str], str | None] = {}
     reasons = {} if reasons is None else reasons
     for p in planned:
-        reasons[p.cell.id] = skip_reason(p, probes)
+        reasons[p.cell.id] = skip_reason(p, probes, fake_target)
     skips = {p.cell.id for p in planned if reasons[p.cell.id]}
+    traced = {p.cell.id for p in planned if p.cell.id not in skips and fake_cuda(p.cell, fake_target)}
     cells = [p.cell for p in planned]
     scen = planned_scenario_cells(scenarios, cells, lambda c: c.id in skips)
     if speed is None:
@@ -82,7 +86,9 @@ def estimate_planned(
         history=hist,
         cached=frozenset(durations.cached_cells(cache_dir)),
     )
-    prices = price.price_cells(cells, known, skips=skips, scenario_cells=scen, label_of=workload_label)
+    prices = price.price_cells(
+        cells, known, skips=skips, scenario_cells=scen, label_of=workload_label, traced=traced
+    )
     share = price.export_share(thread_budget.physical_cores(), known.recorded)
     return hist, price.cell_costs(prices, share), skips
 
@@ -105,16 +111,20 @@ def make_plan(
     reasons: dict[str, str | None] | None = None,
     done: frozenset[str] = frozenset(),
     order: str = "night",
+    fake_target: str | None = None,
 ) -> NightPlan:
     """The plan of `planned` (the collected cells) within `budget_s`, from the history of `results_dir`; each
     cell's skip reason here is put in `reasons` when given (for the --collect-only preview). `order`: "night"
-    (harness.plan.budget) or "screen" (the main job's, harness.plan.screen_budget: a ScreenPlan)."""
+    (harness.plan.budget) or "screen" (the main job's, harness.plan.screen_budget: a ScreenPlan). `fake_target`:
+    --fake-cuda's target (its traced cells cost their export alone)."""
     if order == "screen":
         return _screen_plan(planned, budget_s, results_dir=results_dir, cache_dir=cache_dir, scenarios=scenarios,
-                            budget_text=budget_text, reasons=reasons, done=done)  # fmt: skip
+                            budget_text=budget_text, reasons=reasons, done=done, fake_target=fake_target)  # fmt: skip
     t0 = time.perf_counter()
     db = default_db_path(results_dir)
-    hist, costs, skips = estimate_planned(planned, db, cache_dir, scenarios, reasons, results_dir=results_dir)
+    hist, costs, skips = estimate_planned(
+        planned, db, cache_dir, scenarios, reasons, results_dir=results_dir, fake_target=fake_target
+    )
     for cid in done & costs.keys():  # recorded before this session (--resume): skipped at once
         costs[cid] = price.CellCost(0.0, "skip", "already recorded in this run (--resume)")
         skips.add(cid)
@@ -154,7 +164,7 @@ def make_plan(
 
 
 def _screen_plan(
-    planned, budget_s, *, results_dir, cache_dir, scenarios, budget_text, reasons, done
+    planned, budget_s, *, results_dir, cache_dir, scenarios, budget_text, reasons, done, fake_target=None
 ) -> ScreenPlan:
     """The main job's plan (harness.plan.screen_budget): make_plan with order="screen"."""
     t0 = time.perf_counter()
@@ -164,8 +174,9 @@ def _screen_plan(
     end = sum(price.finish_price(price.Known(table, recorded=recorded)).parts.values())
     reserve = end + RESERVE_SHARE * budget_s  # the run's end, and what the cells' prices leave out
     _, costs, _ = estimate_planned(
-        planned, db, cache_dir, scenarios, reasons, results_dir=results_dir, speed=this_machine()
-    )
+        planned, db, cache_dir, scenarios, reasons, results_dir=results_dir, speed=this_machine(),
+        fake_target=fake_target,
+    )  # fmt: skip
     for cid in done & costs.keys():  # recorded before this session (--resume): skipped at once
         costs[cid] = price.CellCost(0.0, "skip", "already recorded in this run (--resume)")
     cells = [p.cell for p in planned]
@@ -192,6 +203,7 @@ def apply(config, items: list, planned_of, session, done: frozenset[str] = froze
         + (" (the main job's default)" if session.default_budget else ""),
         reasons=session.skip_reasons,
         done=done,
+        fake_target=session.run_config.fake_cuda,
     )
     planned = planned_of(items)
     plan = make_plan(planned, budget_s, order=session.budget_order, **how)
