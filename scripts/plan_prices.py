@@ -304,9 +304,8 @@ def build(run_dirs: list[Path], max_time_s: float, extra_dirs: list[Path] = ()) 
             families[fam] = {**head, **PRIORS["families"][fam], "scenarios": 0.0, "run": None}
     scen = [p["scenarios"] for _, p, _ in cells.values() if p.get("scenarios", 0) > 0]
     traced: dict[str, tuple[Cell, dict, str]] = {}
-    for run in reversed(
-        extras
-    ):  # apart from the cells: a trace prices only traced cells; the newest run wins
+    # apart from the cells: a trace prices only traced cells; the newest run wins
+    for run in reversed(extras):
         for c, p in traced_entries(run):
             traced.setdefault(cell_key(c), (c, p, run["info"]["run_id"]))
     probes: dict[str, dict] = {}

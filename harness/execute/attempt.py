@@ -63,10 +63,8 @@ def dynamic(cell: Cell, services: RunServices, run: RunState, stages: Pipeline) 
     """
     base = {"dynamic_range": list(services.config.dynamic_range)}
     recs = dynamic_attempt(Attempt(cell, cell.id, export_options=base), services, run, stages)
-    export_failed = (
-        "export_failed",
-        "trace_failed",
-    )  # a fake-device trace fails its export as a GPU one would
+    # a fake-device trace fails its export as a GPU one would
+    export_failed = ("export_failed", "trace_failed")
     if recs[0].status not in export_failed or not services.config.remedies:
         return recs
 

@@ -283,7 +283,7 @@ def alone_price(cell: Cell, known: Known) -> Price:
         return Price({"load": seen}, "recorded", "the cell run alone")
     own = known.table.alone_cells.get(cell_key(cell))
     if own is not None:
-        f = known.factors((known.table.runs.get(own[1]) or {}).get("machine_speed"))["python_s"]
+        f = known.factors(known.table.run_speed(own[1]))["python_s"]
         return Price({"load": own[0] * f}, "plan", f"prices.yaml alone_cells {cell_key(cell)}")
     kind = "dynamic" if cell.shape.dynamic else "other"
     f = known.factors(known.table.reference_speed())["python_s"]

@@ -110,7 +110,11 @@ class Table:
 
     def speed_of(self, entry: Entry | None) -> dict | None:
         """The machine_speed of the run an entry came from (None: a prior, or a run that measured none)."""
-        return (self.runs.get(entry.run) or {}).get("machine_speed") if entry and entry.run else None
+        return self.run_speed(entry.run) if entry else None
+
+    def run_speed(self, run_id: str | None) -> dict | None:
+        """The machine_speed of a table run (None: no such run, or one that measured none)."""
+        return (self.runs.get(run_id) or {}).get("machine_speed") if run_id else None
 
     def reference_speed(self) -> dict | None:
         """The newest table run's machine_speed (for the figures no entry carries: a cache hit, the end)."""

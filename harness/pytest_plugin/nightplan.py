@@ -74,7 +74,7 @@ def estimate_planned(
     for p in planned:
         reasons[p.cell.id] = skip_reason(p, probes, fake_target)
     skips = {p.cell.id for p in planned if reasons[p.cell.id]}
-    traced = {p.cell.id for p in planned if p.cell.id not in skips and fake_cuda(p.cell, fake_target)}
+    traced = {p.cell.id for p in planned if fake_cuda(p.cell, fake_target)}  # a skip wins (price_cells)
     cells = [p.cell for p in planned]
     scen = planned_scenario_cells(scenarios, cells, lambda c: c.id in skips)
     if speed is None:

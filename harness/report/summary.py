@@ -157,11 +157,10 @@ def summary_md(content: dict[str, Any]) -> str:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
     lines += ["", "## Claims check", "", ", ".join(f"{n} {v}" for v, n in sorted(counts.items())), ""]
     lines += ["| claim | seed | verdict |", "|---|---|---|"]
+    # a verdict a fake-device trace decided says so here too
     lines += [
         f"| {md(c.claim)} | {md(c.seed)} | {md(c.verdict)}"
-        + (
-            f" ({md(c.basis)})" if c.basis != "measured" else ""
-        )  # a fake-device trace decided it: said here too
+        + (f" ({md(c.basis)})" if c.basis != "measured" else "")
         + " |"
         for c in claims
         if c.verdict not in ("not measurable", "not comparable here", "untestable")
