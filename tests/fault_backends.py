@@ -117,3 +117,14 @@ class PhasedHangBackend(_TestBackend):
         with phase("compile", seconds):
             while True:
                 time.sleep(60)
+
+
+@register
+class AbortBackend(_TestBackend):
+    """Export aborts (SIGABRT) with no allocation failure in its log, as a runtime's failed assertion would."""
+
+    name = "test-abort"
+
+    def export(self, req: ExportRequest) -> ExportResult:
+        print("[test-abort] an assertion failed in native code", flush=True)
+        os.abort()

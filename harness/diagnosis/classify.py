@@ -145,6 +145,25 @@ def failure_classes() -> tuple[str, ...]:
     return load_patterns().classes
 
 
+def evidence_line(text: str, cls: str, limit: int = 200) -> str | None:
+    """The first line of `text` (a worker's log) that a rule of class `cls` takes as evidence (one of its patterns,
+    or an exception line of one of its exception types: `MemoryError`), stripped and cut to `limit` characters;
+    None when there is none. Read where no exception reached the harness: a worker that died of a signal or exited
+    without a result, whose log is all there is."""
+    rules = [r for r in load_patterns().rules if r.cls == cls and r.has_evidence]
+    for line in text.splitlines():
+        if _is_noise(line):
+            continue
+        etype, _ = _split_exception_prefix(line)
+        if any(
+            (etype and any(_type_matches(etype, t) for t in r.exception_types))
+            or any(p.search(line) for p in r.patterns)
+            for r in rules
+        ):
+            return line.strip()[:limit]
+    return None
+
+
 def classify(
     message: str | None,
     traceback: str | None = None,

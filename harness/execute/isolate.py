@@ -18,6 +18,7 @@ from harness.backends._shared.libstdcxx import PRELOAD_OPTION, system_libstdcxx,
 from harness.backends._shared.phases import last_phase
 from harness.backends.base import ExportRequest
 from harness.diagnosis import native_stack
+from harness.diagnosis.classify import classify, evidence_line
 from harness.diagnosis.kernel_oom import sigkill_detail
 from harness.diagnosis.native_fault import NativeFault, parse_fault
 from harness.diagnosis.outcome import ExportOutcome
@@ -91,6 +92,21 @@ def _read_result(path: Path) -> tuple[dict | None, str | None]:
     if not isinstance(result, dict) or "status" not in result:
         return None, f"its result file {path} is not a result"
     return result, None
+
+
+#: the class a worker that ran out of memory is given (harness/diagnosis/patterns.yaml)
+OUT_OF_MEMORY = "out_of_memory"
+
+
+def ran_out_of_memory(memory_limit_gb: float | None) -> str:
+    """`ran out of memory at 0.3 GB (the --export-memory-gb limit)`: what a user who set the limit must read (without
+    a limit, the host's memory ran out)."""
+    at = (
+        f" at {memory_limit_gb:g} GB (the --export-memory-gb limit)"
+        if memory_limit_gb
+        else " (no memory limit set)"
+    )
+    return f"ran out of memory{at}"
 
 
 def _limit_memory(limit_bytes: int | None):
@@ -225,12 +241,14 @@ def run_child(
         )
     if rc < 0 or result is None:
         sig = signal.Signals(-rc).name if rc < 0 else None
+        by_run = sig == "SIGKILL" and proc.pid in _KILLED_BY_RUN
         # faulthandler (enabled in every worker) printed the Python stack of a fatal signal into the log, and the
         # native backtrace handler its native frames
-        output = _worker_output(log_path, log_offset) if sig not in (None, "SIGKILL") else ""
-        python, native = (parse_fault(output), native_stack.parse(output)) if output else (None, None)
+        output = "" if by_run else _worker_output(log_path, log_offset)
+        fatal = output if sig not in (None, "SIGKILL") else ""
+        python, native = (parse_fault(fatal), native_stack.parse(fatal)) if fatal else (None, None)
         fault = _crash_fault(python, native)
-        if sig == "SIGKILL" and proc.pid in _KILLED_BY_RUN:
+        if by_run:
             detail = f"killed by the harness with SIGKILL: {_KILLED_BY_RUN.pop(proc.pid)}"
         elif sig == "SIGKILL":
             detail = sigkill_detail(proc.pid)
@@ -239,6 +257,11 @@ def run_child(
             detail += f"; {native_stack.summary(fault['native'])}" if fault and fault["native"] else ""
         else:
             detail = f"exited with status {rc} without a result" + (f" ({unreadable})" if unreadable else "")
+        # No exception reached us, only the log: an allocation that failed there (std::bad_alloc, which aborts; a
+        # MemoryError the worker could not even report) is out of memory, said with the limit it ran under
+        oom = evidence_line(output, OUT_OF_MEMORY) if output else None
+        if oom is not None:
+            detail = f"{ran_out_of_memory(memory_limit_gb)}: its log says {oom!r}; {detail}"
         return ExportOutcome(
             "crashed",
             None,
@@ -249,10 +272,15 @@ def run_child(
             fault=fault,
         )
     if result["status"] != "ok":
+        message = result.get("message")
+        if memory_limit_gb and _out_of_memory(result):
+            etype = str(result.get("exception_type") or "").rsplit(".", 1)[-1]
+            said = ": ".join(t for t in (etype, str(message or "").strip()) if t)
+            message = f"{name} {ran_out_of_memory(memory_limit_gb)}" + (f": {said}" if said else "")
         return ExportOutcome(
             failed_status,
             result.get("seconds"),
-            message=result.get("message"),
+            message=message,
             exception_type=result.get("exception_type"),
             traceback=result.get("traceback"),
             wall_s=wall,
@@ -267,6 +295,12 @@ def run_child(
         wall_s=wall,
         log=str(log_path),
     )
+
+
+def _out_of_memory(result: dict) -> bool:
+    """Whether a worker's failed result is an allocation that failed (MemoryError, std::bad_alloc, ...)."""
+    found = classify(result.get("message"), result.get("traceback"), result.get("exception_type"))
+    return found["class"] == OUT_OF_MEMORY
 
 
 def run_export(

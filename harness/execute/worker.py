@@ -24,6 +24,10 @@ import time
 import traceback
 from pathlib import Path
 
+# Imported here, when the process starts, not when the result is written: a worker ending in a MemoryError under the
+# memory limit (--export-memory-gb) must not need memory to import what writes its result.
+from harness.core.results_dir import write_text_atomic
+
 #: the file descriptor the parent reads a one-line report from when the worker cannot write its result
 REPORT_FD_ENV = "YOLO26_BENCH_REPORT_FD"
 #: exit status of a worker that could not write its result (the report says why)
@@ -58,8 +62,6 @@ def os_error_line(action: str, where: Path, e: OSError) -> str:
 
 def write_result(result_path: Path, result: dict) -> None:
     """Write the result whole or not at all: the parent never reads half of it."""
-    from harness.core.results_dir import write_text_atomic
-
     write_text_atomic(result_path, json.dumps(result, default=str))
 
 
@@ -129,6 +131,26 @@ def _probe(payload: dict) -> dict:
     return out
 
 
+def _failed(e: BaseException, seconds: float) -> dict:
+    """The result of a step that raised `e`, its traceback printed into the log."""
+    try:
+        tb = traceback.format_exc()
+    except MemoryError:  # out of memory even for the text: the type says it
+        tb = f"{type(e).__name__} (its traceback could not be formatted: out of memory)"
+    print(tb, flush=True)
+    failed = {
+        "status": "failed",
+        "seconds": seconds,
+        "exception_type": f"{type(e).__module__}.{type(e).__qualname__}",
+        "message": str(e),
+        "traceback": tb,
+    }
+    # what the export did before it failed, where it says so (a fake-device trace: its stages)
+    if isinstance(getattr(e, "export_info", None), dict):
+        failed["info"] = e.export_info  # type: ignore[attr-defined]
+    return failed
+
+
 def main(argv: list[str]) -> int:
     import faulthandler
 
@@ -160,21 +182,14 @@ def main(argv: list[str]) -> int:
         importlib.import_module(mod)
     mode = payload.pop("mode", "export")
     t0 = time.perf_counter()
+    failed = None
     try:
         out = _probe(payload) if mode == "probe" else _export(payload)
     except BaseException as e:  # everything raised is data for the diagnosis
-        tb = traceback.format_exc()
-        print(tb, flush=True)
-        failed = {
-            "status": "failed",
-            "seconds": time.perf_counter() - t0,
-            "exception_type": f"{type(e).__module__}.{type(e).__qualname__}",
-            "message": str(e),
-            "traceback": tb,
-        }
-        # what the export did before it failed, where it says so (a fake-device trace: its stages)
-        if isinstance(getattr(e, "export_info", None), dict):
-            failed["info"] = e.export_info  # type: ignore[attr-defined]
+        failed = _failed(e, time.perf_counter() - t0)
+    if failed is not None:
+        # written after the except block: the exception's frames (an export's graphs and weights) are released
+        # first, so a worker that ran out of memory has memory to write its result again
         try:
             write_result(result_path, failed)
         except OSError as w:
