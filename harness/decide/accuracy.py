@@ -1,8 +1,9 @@
 """What is known of a configuration's accuracy, labelled by where it comes from.
 
 Three sources, and only these: **measured** (the run's own weights on the user's `--data`, at the cell's shape and
-precision: mAP50-95 and its ratio to the fp32 reference on the same images); **published** (ultralytics' YOLO26
-COCO table: a model size and head at 640, fp32 only), marked "published, not measured here"; and **not known**.
+precision: the task's figure and its ratio to the fp32 reference on the same images); **published** (ultralytics'
+YOLO26 table of the task, harness.accuracy.published: a model size and head at the shape it was published at (640;
+obb 1024, classify 224), fp32 only), marked "published, not measured here"; and **not known**.
 
 The stand-in weights (trained here on the generated images) are scored too, but their mAP is a property of that
 pair, not of COCO or of the user's data: their figures stay in their own column (`standin`), show what they can
@@ -16,20 +17,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from harness.accuracy import published as published_tables
 from harness.accuracy.standin import is_standin
 from harness.core.record import CellRecord
 from harness.decide.load import number
 
 log = logging.getLogger(__name__)
 
-# Published COCO val2017 mAP50-95 of the YOLO26 detect models at 640, single model, single scale, from the
-# ultralytics documentation's YOLO26 detect table (https://docs.ultralytics.com/tasks/detect/, "mAPval 50-95" for
-# the one-to-many head with NMS, "mAPval 50-95(e2e)" for the end-to-end head). Not measured by this harness.
-PUBLISHED_MAP_640 = {
-    "e2e": {"n": 40.1, "s": 47.8, "m": 52.5, "l": 54.4, "x": 56.9},
-    "raw": {"n": 40.9, "s": 48.6, "m": 53.1, "l": 55.0, "x": 57.5},
-}
-PUBLISHED_SOURCE = "ultralytics YOLO26 detect table, COCO val2017 at 640 (docs.ultralytics.com/tasks/detect)"
+# Published COCO val2017 mAP50-95 of the YOLO26 detect models at 640 (harness.accuracy.published holds every task's
+# table, with its shape, metric and source). Not measured by this harness.
+PUBLISHED_MAP_640 = published_tables.TABLES["detect"].figures
+PUBLISHED_SOURCE = published_tables.TABLES["detect"].source
 
 MEASURED = "measured"
 PUBLISHED = "published, not measured here"
@@ -56,6 +54,7 @@ class Accuracy:
     why: str = ""  # why not known
     basis: str = ""  # measured: on what (the images scored)
     standin: str = ""  # the stand-in weights' figures, in their own column
+    label: str = "COCO mAP50-95"  # the published figure's dataset and metric, in a few words
 
     @property
     def known(self) -> bool:
@@ -71,7 +70,7 @@ class Accuracy:
         if self.source == MEASURED and self.map50_95 is not None:
             return f"mAP50-95 {self.map50_95:.3f} (measured on your data)"
         if self.source == PUBLISHED and self.coco is not None:
-            return f"COCO mAP50-95 {self.coco:.1f} (published, not measured here)"
+            return f"{self.label} {self.coco:.1f} (published, not measured here)"
         return "accuracy not known"
 
     def text(self) -> str:
@@ -83,7 +82,7 @@ class Accuracy:
             said += f", {self.ratio:.3f}× its fp32 reference)" if self.ratio is not None else ")"
             return said
         if self.source == PUBLISHED and self.coco is not None:
-            return f"COCO mAP50-95 {self.coco:.1f} (published, not measured here)"
+            return f"{self.label} {self.coco:.1f} (published, not measured here)"
         return f"accuracy not known ({self.why})" if self.why else "accuracy not known"
 
     def as_dict(self) -> dict:
@@ -93,6 +92,7 @@ class Accuracy:
             "ratio_to_fp32_reference": self.ratio,
             "shape_ratio_to_640": self.shape_ratio,
             "published_coco_map50_95": self.coco,
+            "published_metric": self.label if self.coco is not None else None,
             "cost": self.cost or None,
             "why_not_known": self.why or None,
             "basis": self.basis or None,
@@ -105,15 +105,32 @@ def _images(rec: CellRecord) -> str:
     return f"{int(images)} val images" if images else "val images"
 
 
+#: the published figure of each task in a few words (Accuracy.label)
+PUBLISHED_LABEL = {
+    "detect": "COCO mAP50-95",
+    "seg": "COCO mask mAP50-95",
+    "pose": "COCO keypoints mAP50-95",
+    "obb": "DOTAv1 mAP50",
+    "cls": "ImageNet top-1",
+}
+
+
 def published_map(rec: CellRecord) -> float | None:
-    """The published COCO mAP50-95 of the record's model size at 640 (detect only), or None."""
-    if rec.task != "detect":
-        return None
-    return PUBLISHED_MAP_640.get(str(rec.head), {}).get(str(rec.size))
+    """The published figure of the record's task, model size and head (harness.accuracy.published: detect, segment
+    and pose at 640, obb at 1024, classify at 224), or None."""
+    table = published_tables.table(str(rec.task))
+    return table.figure(str(rec.head), str(rec.size)) if table is not None else None
+
+
+def reference_side(rec: CellRecord) -> int:
+    """The side of the task's reference shape: the one its published figure is at (640 where none is)."""
+    table = published_tables.table(str(rec.task))
+    return table.side if table is not None else REFERENCE_SIDE
 
 
 def _is_reference_shape(rec: CellRecord) -> bool:
-    return rec.height == REFERENCE_SIDE and rec.width == REFERENCE_SIDE
+    side = reference_side(rec)
+    return rec.height == side and rec.width == side
 
 
 def _shape(rec: CellRecord) -> str:
@@ -143,11 +160,13 @@ def _standin_words(rec: CellRecord, shape_ratio: float | None) -> str:
     mine, ratio = number(rec.accuracy, "map50_95"), number(rec.accuracy, "ratio")
     if mine is None:
         return ""
-    said = f"stand-in weights, {_images(rec)} generated: mAP50-95 {mine:.3f}"
+    metric = str((rec.accuracy or {}).get("metric") or "mAP50-95")
+    metric = "mAP50-95" if metric == "box mAP50-95" else metric
+    said = f"stand-in weights, {_images(rec)} generated: {metric} {mine:.3f}"
     if ratio is not None:
         said += f", {ratio:.3f}× its fp32 reference"
     if shape_ratio is not None:
-        said += f", the fp32 reference at {_shape(rec)} {shape_ratio:.3f}× the one at 640"
+        said += f", the fp32 reference at {_shape(rec)} {shape_ratio:.3f}× the one at {reference_side(rec)}"
     return said + " (a property of that pair, not of COCO or of your data)"
 
 
@@ -159,7 +178,8 @@ def accuracy_of(rec: CellRecord, cells: list[CellRecord]) -> Accuracy:
     measured = scored is not None and not standin
     precision = str(rec.precision_requested)
     published = published_map(rec)
-    at_640 = _is_reference_shape(rec)
+    at_640 = _is_reference_shape(rec)  # at the task's reference shape (640; obb 1024, classify 224)
+    side = reference_side(rec)
     shape_ratio = None
     if not at_640:
         here, ref = number(rec.accuracy, "reference_map50_95"), reference_map_640(rec, cells)
@@ -168,10 +188,10 @@ def accuracy_of(rec: CellRecord, cells: list[CellRecord]) -> Accuracy:
     if not at_640:
         if measured and shape_ratio is not None:
             costs.append(
-                f"640→{_shape(rec)}: {shape_ratio:.3f}× the 640 mAP (measured on your data, fp32 reference)"
+                f"{side}→{_shape(rec)}: {shape_ratio:.3f}× the {side} mAP (measured on your data, fp32 reference)"
             )
         else:
-            costs.append(f"640→{_shape(rec)}: accuracy cost not known here; {TO_MEASURE}")
+            costs.append(f"{side}→{_shape(rec)}: accuracy cost not known here; {TO_MEASURE}")
     if precision != "fp32":
         if measured and ratio is not None:
             costs.append(f"fp32→{precision}: keeps {ratio:.3f} of the fp32 mAP (measured on your data)")
@@ -187,15 +207,16 @@ def accuracy_of(rec: CellRecord, cells: list[CellRecord]) -> Accuracy:
     if measured:
         basis = f"on {_images(rec)}"
         return Accuracy(scored, MEASURED, ratio, shape_ratio, None, cost, basis=basis)
+    label = PUBLISHED_LABEL.get(str(rec.task), "COCO mAP50-95")
     if published is not None and at_640 and precision == "fp32":
-        return Accuracy(None, PUBLISHED, None, None, published, cost, standin=column)
+        return Accuracy(None, PUBLISHED, None, None, published, cost, standin=column, label=label)
     why = (
         "not scored on your data"
         if not standin
         else "scored only on the stand-in weights and generated images"
     )
     if published is not None and not at_640:
-        why += f"; the published mAP is at 640, not {_shape(rec)}"
+        why += f"; the published mAP is at {side}, not {_shape(rec)}"
     elif published is not None:
         why += f"; the published mAP is for fp32, not {precision}"
     return Accuracy(None, NOT_KNOWN, None, None, None, cost, why, standin=column)
