@@ -11,6 +11,9 @@ so the ground truth is known exactly. The layout is ultralytics' (images/{split}
 Every image has its own random stream seeded by (seed, split, index), so the val images do not depend on how many
 train images there are. A manifest records the parameters and `GENERATOR_VERSION`; `generate` rewrites the
 dataset only when they changed or a file is missing.
+
+`generate(..., task=...)` writes the other tasks' datasets (harness.yolo.task_dataset): segment, pose and obb on
+these very images with the labels of their task (harness.yolo.shape_labels), classify in ImageFolder layout.
 """
 
 from __future__ import annotations
@@ -78,17 +81,34 @@ class DatasetSpec:
 
 @dataclass(frozen=True)
 class Obj:
-    """One drawn object: its class, its full mask's pixel box (x0, y0, x1, y1; x1, y1 exclusive) and colour."""
+    """One drawn object: its class, its full mask's pixel box (x0, y0, x1, y1; x1, y1 exclusive) and colour, and
+    the parameters it was drawn from (centre, extent, angle, filled), from which the other tasks' labels are
+    derived (harness.yolo.shape_labels)."""
 
     cls: int
     box: tuple[int, int, int, int]
     color: tuple[int, int, int]
+    center: tuple[float, float] = (0.0, 0.0)
+    extent: float = 0.0
+    angle: float = 0.0
+    filled: bool = True
 
 
-def default_root() -> Path:
-    """Where the dataset lives unless told otherwise: under the harness's default cache dir
-    (harness.core.locations)."""
-    return Path(locations.cache_dir()) / DATASET_FOLDER
+#: the tasks with a generated dataset: detect here, the others in harness.yolo.task_dataset
+TASKS = ("detect", "seg", "pose", "obb", "cls")
+
+
+def default_root(task: str = "detect") -> Path:
+    """Where the dataset of `task` lives unless told otherwise: under the harness's default cache dir
+    (harness.core.locations), `dataset` for detect and `dataset-<task>` for the others."""
+    folder = DATASET_FOLDER if task == "detect" else f"{DATASET_FOLDER}-{task}"
+    return Path(locations.cache_dir()) / folder
+
+
+def task_root(detect_root: Path | str, task: str) -> Path:
+    """The folder of `task`'s dataset beside a detect dataset's folder (`<folder>-<task>`; detect's own)."""
+    detect_root = Path(detect_root)
+    return detect_root if task == "detect" else detect_root.with_name(f"{detect_root.name}-{task}")
 
 
 # ---- drawing -------------------------------------------------------------------------------------------------
@@ -159,6 +179,15 @@ def mask_box(mask: np.ndarray) -> tuple[int, int, int, int]:
 
 def render(rng: np.random.Generator, size: tuple[int, int] | None = None) -> tuple[np.ndarray, list[Obj]]:
     """One image (uint8 BGR) and its objects, drawn from `rng` alone."""
+    img, objs, _ = render_scene(rng, size)
+    return img, objs
+
+
+def render_scene(
+    rng: np.random.Generator, size: tuple[int, int] | None = None
+) -> tuple[np.ndarray, list[Obj], list[np.ndarray]]:
+    """One image (uint8 BGR), its objects in drawing order and each object's full bool mask, drawn from `rng`
+    alone (`render` is this without the masks: the same random draws, the same image)."""
     w, h = size or IMAGE_SIZES[int(rng.integers(len(IMAGE_SIZES)))]
     img = _background(rng, w, h)
     masks: list[np.ndarray] = []
@@ -171,7 +200,7 @@ def render(rng: np.random.Generator, size: tuple[int, int] | None = None) -> tup
         img[mask] = obj.color
         masks.append(mask)
         objs.append(obj)
-    return img, objs
+    return img, objs, masks
 
 
 def _place(
@@ -179,7 +208,7 @@ def _place(
 ) -> tuple[Obj, np.ndarray] | None:
     """A new object that lies inside the image and covers no earlier object beyond MAX_OCCLUDED, or None."""
     h, w = img.shape[:2]
-    visible = _visible(masks)
+    visible = visible_masks(masks)
     for _ in range(PLACEMENT_TRIES):
         cls = int(rng.integers(len(CLASSES)))
         extent = float(rng.uniform(*SIZE_FRACTION) * min(h, w))
@@ -197,11 +226,11 @@ def _place(
         if not colors:
             continue
         color = colors[int(rng.integers(len(colors)))]
-        return Obj(cls, (x0, y0, x1, y1), color), mask
+        return Obj(cls, (x0, y0, x1, y1), color, center, extent, angle, filled), mask
     return None
 
 
-def _visible(masks: list[np.ndarray]) -> list[np.ndarray]:
+def visible_masks(masks: list[np.ndarray]) -> list[np.ndarray]:
     """What is still visible of each mask under the masks drawn after it."""
     out = []
     for i, m in enumerate(masks):
@@ -277,14 +306,25 @@ def is_current(root: Path, spec: DatasetSpec) -> bool:
 
 
 def generate(
-    root: Path | str | None = None, seed: int = 0, train: int = 600, val: int = 100, calib: int = 32
+    root: Path | str | None = None,
+    seed: int = 0,
+    train: int = 600,
+    val: int = 100,
+    calib: int = 32,
+    task: str = "detect",
 ) -> Path:
-    """Write the dataset under `root` (default: the cache dir's dataset/) unless it is already current; return the
-    path of its data.yaml."""
+    """Write the dataset of `task` under `root` (default: `default_root(task)`) unless it is already current; return
+    the path of its data.yaml. Tasks other than detect: harness.yolo.task_dataset."""
     from filelock import FileLock
 
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(TASKS)}, not {task!r}")
     spec = DatasetSpec(seed=seed, train=train, val=val, calib=calib)
-    root = Path(root) if root is not None else default_root()
+    root = Path(root) if root is not None else default_root(task)
+    if task != "detect":
+        from harness.yolo import task_dataset
+
+        return task_dataset.generate(root, task, spec)
     if is_current(root, spec):
         return root / "data.yaml"
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -318,8 +358,12 @@ def _write(root: Path, spec: DatasetSpec) -> None:
     (root / MANIFEST).write_text(json.dumps(_manifest(spec), indent=1, sort_keys=True) + "\n")
 
 
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+
+
 def split_images(data_yaml: Path | str, split: str) -> list[Path]:
-    """The image files of one split of a dataset yaml (this generator's or a user's), sorted by name."""
+    """The image files of one split of a dataset yaml (this generator's or a user's), sorted by path: the folder's
+    images and those of its sub-folders (a classification split's class folders, as ultralytics reads them)."""
     import yaml
 
     data_yaml = Path(data_yaml)
@@ -331,20 +375,26 @@ def split_images(data_yaml: Path | str, split: str) -> list[Path]:
     if entry is None:
         raise KeyError(f"{data_yaml} has no {split!r} split")
     folder = base / entry
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".bmp"))
+    direct = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if direct:
+        return direct
+    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: python -m harness.yolo.dataset --out DIR [--seed N] [--train N] [--val N] [--calib N]."""
+    """CLI: python -m harness.yolo.dataset [--task T] [--out DIR] [--seed N] [--train N] [--val N] [--calib N]."""
     p = argparse.ArgumentParser(prog="python -m harness.yolo.dataset", description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=default_root(), help="dataset directory (default %(default)s)")
+    p.add_argument("--task", choices=TASKS, default="detect")
+    p.add_argument(
+        "--out", type=Path, default=None, help="dataset directory (default: the cache dir's dataset[-TASK])"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train", type=int, default=DatasetSpec.train)
     p.add_argument("--val", type=int, default=DatasetSpec.val)
     p.add_argument("--calib", type=int, default=DatasetSpec.calib)
     a = p.parse_args(argv)
     try:
-        path = generate(a.out, seed=a.seed, train=a.train, val=a.val, calib=a.calib)
+        path = generate(a.out, seed=a.seed, train=a.train, val=a.val, calib=a.calib, task=a.task)
     except ValueError as e:
         print(f"ERROR: {e}")
         return 4
