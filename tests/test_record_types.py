@@ -200,12 +200,15 @@ def test_a_line_that_is_not_json_is_a_record_error():
         record_from_json("[1, 2]")
 
 
-def test_read_records_names_the_line_of_a_bad_record(tmp_path):
+def test_read_records_names_and_skips_the_line_of_a_bad_record(tmp_path):
     lines = _lines(DEFAULT_RUN)[:3]
     bad = json.loads(lines[1])
     bad["statuz"] = bad.pop("status")
     lines[1] = json.dumps(bad)
     (tmp_path / CELLS_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"cells\.jsonl:2: record .*unknown fields \['statuz'\]"):
-        read_records(tmp_path)
+    skipped: list = []
+    assert len(read_records(tmp_path, skipped=skipped)) == 2  # the rest is read
+    (line,) = skipped
+    assert line.line == 2 and "unknown fields ['statuz']" in line.why
+    assert line.text().endswith("cells.jsonl:2: " + line.why + "; line skipped")
     assert len(read_record_dicts(tmp_path)) == 3  # the JSON reader does not validate fields

@@ -668,14 +668,20 @@ def test_sparse_records_and_missing_env_render(tmp_path):
         ({"model": None}, r"field model = None is not str"),  # a null where the cell's identity belongs
     ],
 )
-def test_a_record_that_does_not_fit_the_schema_is_refused_naming_its_line(tmp_path, change, match):
+def test_a_record_that_does_not_fit_the_schema_is_skipped_naming_its_line(tmp_path, change, match, caplog):
     run = tmp_path / "sparse"
     run.mkdir()
     lines = [json.dumps(_sparse_record()), json.dumps({**_sparse_record(), "cell_id": "c2", **change})]
     (run / "cells.jsonl").write_text("\n".join(lines) + "\n")
-    with pytest.raises(ValueError, match=r"cells\.jsonl:2: record c2: " + match):
-        render_report([run], tmp_path / "reports")
-    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").rglob("index.html"))
+    doc = parse(render_report([run], tmp_path / "reports"))  # written from the rest
+    assert any(re.search(r"cells\.jsonl:2: record c2: " + match, m) for m in caplog.messages), caplog.messages
+    warning = doc.one("div", id="integrity-warning-1").text()
+    assert "1 record line skipped (cells.jsonl:2: record c2: " in warning, warning
+    # every line of the file bad: refused in one line, nothing written
+    (run / "cells.jsonl").write_text(lines[1] + "\n")
+    with pytest.raises(ValueError, match=r"cells\.jsonl: no records \(1 line, 1 of them skipped"):
+        render_report([run], tmp_path / "none")
+    assert not (tmp_path / "none").exists()
 
 
 # -- history -------------------------------------------------------------------------------------------------

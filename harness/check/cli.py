@@ -6,10 +6,14 @@ relations and their tolerances are harness.check.relations' (docs/gpu.md, "Relat
 A RUN_DIR is a results directory (holding cells.jsonl) or a cells.jsonl-format file itself.
 
 A run marked incomplete in its env.json (killed, interrupted, stopped by a full disk) is said so on stderr, its
-recorded cells checked as any others.
+recorded cells checked as any others. What the records file itself says is wrong is a finding too
+(harness.check.records_file): a line the reading rule skipped (unreadable, or a record that does not fit the schema:
+`RUN: cells.jsonl:19: record-skipped: ...`), and a cell recorded more than once, with the figures its records
+disagree on.
 
-Exit statuses: 0 no relation broken, 1 at least one broken, 2 bad input (one line, nothing checked): an argument
-that is not a run, a records file that cannot be read, or one that holds no record ("no records").
+Exit statuses: 0 no finding, 1 at least one (a broken relation, a skipped line, a cell recorded twice), 2 bad input
+(one line, nothing checked): an argument that is not a run, a records file that cannot be read, or one that holds no
+record ("no records", every line skipped included).
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import sys
 from pathlib import Path
 
 from harness.check import fake_vs_gpu
+from harness.check.records_file import SKIPPED, TWICE, skipped_findings, twice_findings
 from harness.check.relations import RELATIONS, Finding, check_records
 from harness.core.cli_args import Parser, printable
 from harness.core.record import CellRecord
-from harness.core.results_dir import incomplete_note, is_results_dir, read_env, read_records
+from harness.core.results_dir import SkippedLine, incomplete_note, is_results_dir, read_env, read_records
 
 
 def build_parser() -> Parser:
@@ -67,21 +72,35 @@ def incomplete(path: Path) -> str | None:
     return incomplete_note(env) if env else None
 
 
-def _records(path: Path) -> list[CellRecord]:
-    """The records at `path`: the reader's rule (harness.core.results_dir: a bad line skipped and named, a bad
-    file or no record at all a ValueError of one line naming the file)."""
-    return read_records(path, required=True)
+def _records(path: Path, skipped: list[SkippedLine]) -> list[CellRecord]:
+    """The records at `path`: the reader's rule (harness.core.results_dir: a bad line skipped, named and appended
+    to `skipped`, a bad file or no record at all a ValueError of one line naming the file)."""
+    return read_records(path, required=True, skipped=skipped)
 
 
 def check_paths(paths: list[Path]) -> tuple[list[tuple[str, Finding]], int]:
-    """(run label, finding) of every broken relation in the runs at `paths`, and how many records were read.
-    Raises ValueError (one line naming the file) for records that cannot be read or a run that holds none ("no
-    records", as harness.core.results_dir's own refusal when it gives one): every run is read before any is
-    checked."""
-    runs = [(run_label(path), _records(path)) for path in paths]
-    found = [(label, f) for label, records in runs for f in check_records(records)]
+    """(run label, finding) of every broken relation in the runs at `paths`, every line the reading rule skipped
+    and every cell recorded twice, and how many records were read. Raises ValueError (one line naming the file) for
+    records that cannot be read or a run that holds none ("no records", as harness.core.results_dir's own refusal
+    when it gives one): every run is read before any is checked."""
+    runs, found = [], []
+    for path in paths:
+        skipped: list[SkippedLine] = []
+        runs.append((run_label(path), _records(path, skipped)))
+        found += [(runs[-1][0], f) for f in skipped_findings(skipped)]
+    found += [(label, f) for label, records in runs for f in twice_findings(records)]
+    found += [(label, f) for label, records in runs for f in check_records(records)]
     found += fake_vs_gpu.compare(runs)  # a fake-device trace against the same cell's GPU export, across runs
     return found, sum(len(records) for _, records in runs)
+
+
+def counted(found: list[tuple[str, Finding]]) -> str:
+    """`2 broken relation(s), 1 record line(s) skipped, 1 cell(s) recorded twice`: the findings by kind."""
+    skipped = sum(1 for _, f in found if f.relation == SKIPPED)
+    twice = sum(1 for _, f in found if f.relation == TWICE)
+    kinds = [(len(found) - skipped - twice, "broken relation(s)")]
+    kinds += [(skipped, "record line(s) skipped"), (twice, "cell(s) recorded twice")]
+    return ", ".join(f"{n} {what}" for n, what in kinds if n) or "nothing"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     runs = len(args.runs)
     if found:
-        print(f"check: {len(found)} broken relation(s) in {n} records of {runs} run(s)", file=sys.stderr)
+        print(f"check: {counted(found)} in {n} records of {runs} run(s)", file=sys.stderr)
         return 1
     print(f"check: {n} records of {runs} run(s): no relation broken", file=sys.stderr)
     return 0

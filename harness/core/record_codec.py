@@ -1,7 +1,9 @@
 """The one place a record turns into its JSON line and back: `CellRecord` <-> dict <-> one line of cells.jsonl.
 
 `record_from_dict` validates before it builds: an unknown (misspelt) top-level field, a missing one, a value of the
-wrong type, or a section key its dataclass does not know is a RecordError naming the cell and the field. Older
+wrong type, a section key its dataclass does not know, or a value outside its field's vocabulary (a status not in
+STATUSES, an axis value not in harness.core.axes: ENUMERATED) is a RecordError naming the cell, the field and the
+value. Older
 schema versions are migrated first (harness.core.migrate), so a CellRecord is always the current version.
 `record_to_dict` gives the fields in the written order (RECORD_FIELDS, then the OPTIONAL_FIELDS that are set)
 and a section's keys in its dataclass's order, leaving out the keys its record did not carry (a Latency of a record
@@ -17,8 +19,9 @@ import typing
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
+from harness.core.axes import HEADS, PRECISIONS, SIZES, TASKS
 from harness.core.migrate import migrate_record
-from harness.core.record import OPTIONAL_FIELDS, CellRecord, Energy, Latency, Memory, Roofline
+from harness.core.record import OPTIONAL_FIELDS, STATUSES, CellRecord, Energy, Latency, Memory, Roofline
 
 #: the sections typed as dataclasses (the others are dict[str, Any]: their keys vary)
 SECTION_TYPES: tuple[type, ...] = (Latency, Memory, Energy, Roofline)
@@ -32,6 +35,17 @@ _ABSENT = "_absent_keys"
 
 class RecordError(ValueError):
     """A record that does not fit CellRecord: the message names the cell, the field and what is wrong."""
+
+
+#: fields whose value is one of a closed vocabulary: a record naming another ("splendid", size "zz") is no record
+#: the readers can place (a matrix badge, a size ladder's rung); what a cell id is made of must be there too
+ENUMERATED: dict[str, tuple[str, ...]] = {
+    "status": STATUSES,
+    "size": SIZES,
+    "task": TASKS,
+    "head": HEADS,
+    "precision_requested": PRECISIONS,
+}
 
 
 #: the most characters of a value a RecordError shows (a record's 10 MB string is named, not printed)
@@ -159,7 +173,13 @@ def record_from_dict(data: dict[str, Any], migrate: bool = True) -> CellRecord:
             raise RecordError(
                 f"record {cell}: field {name} = {shown(value)} is not {_type_name(tp)} ({type(value).__name__})"
             )
+        if name in ENUMERATED and value not in ENUMERATED[name]:
+            raise RecordError(
+                f"record {cell}: field {name} = {shown(value)} is not one of {', '.join(ENUMERATED[name])}"
+            )
         values[name] = value
+    if not values.get("cell_id"):
+        raise RecordError(f"record {cell}: field cell_id = {shown(values.get('cell_id'))} is empty")
     out = CellRecord(**values)
     if tuple(rec) != _written_names(out):
         object.__setattr__(out, _ORDER, tuple(rec))

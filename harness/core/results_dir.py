@@ -8,7 +8,9 @@ unknown machine); the history reads strictly (`read_env_checked`, `read_records_
 
 One reading rule for every file (the "reading" section below: MAX_LINE_BYTES, MAX_RECORDS_BYTES, MAX_JSON_BYTES,
 MAX_DEPTH, strict UTF-8): a bad line of cells.jsonl (torn, not UTF-8, not JSON, too long, too deep, not an
-object) is skipped and named with its file and line, and the rest is read; anything else wrong with a file is a
+object, or a record that does not fit the schema: a field of the wrong type, a status or an axis value it does not
+know; harness.core.record_codec) is skipped and named with its file, line, field and value (`SkippedLine`), and
+the rest is read: report, check, export and import each count what they skipped; anything else wrong with a file is a
 RunFileError, one line naming the file (the commands exit 2 on it); a records file holding no record is NoRecords
 where records are required (`read_records(path, required=True)`, `load_run`, `read_records_checked`).
 
@@ -27,7 +29,7 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ from harness.core.cli_args import printable
 from harness.core.migrate import migrate_env, migrate_record
 from harness.core.pairing import drop_cross_session_pairs
 from harness.core.record import STATUSES, CellRecord, check_finite
-from harness.core.record_codec import record_from_dict, record_to_dict, record_to_json
+from harness.core.record_codec import RecordError, record_from_dict, record_to_dict, record_to_json
 
 log = logging.getLogger(__name__)
 
@@ -514,16 +516,42 @@ def is_results_dir(path: str | Path) -> bool:
         return False
 
 
-def read_records(path: str | Path, *, required: bool = False) -> list[CellRecord]:
+@dataclass(frozen=True)
+class SkippedLine:
+    """A line of cells.jsonl the reading rule skipped: its file, its number, and why (the field and value that do
+    not fit, or what makes it unreadable)."""
+
+    path: str
+    line: int
+    why: str
+
+    def text(self) -> str:
+        """`FILE:LINE: why; line skipped`: the warning every reader prints, escaped to one line."""
+        return printable(f"{self.path}:{self.line}: {self.why}; line skipped")
+
+
+def skipped_words(skipped: list[SkippedLine] | tuple[SkippedLine, ...], shown: int = 3) -> str:
+    """`2 record lines skipped (cells.jsonl:4: ...; cells.jsonl:9: ...)`: the count a report, an export or an
+    import adds to what it says, with the first `shown` lines (file name and line number, and why)."""
+    n = len(skipped)
+    first = "; ".join(printable(f"{Path(s.path).name}:{s.line}: {s.why}") for s in skipped[:shown])
+    return f"{n} record line{'s' * (n != 1)} skipped ({first}{' ...' if n > shown else ''})"
+
+
+def read_records(
+    path: str | Path, *, required: bool = False, skipped: list[SkippedLine] | None = None
+) -> list[CellRecord]:
     """The records of cells.jsonl (or a run dir holding one) as typed CellRecords, migrated to the current schema.
 
     The reading rule (the limits above): a line that is torn, not UTF-8, not JSON, longer than MAX_LINE_BYTES,
-    nested deeper than MAX_DEPTH or not an object is skipped with a warning naming the file and line, and the rest
-    is read. RunFileError (a ValueError, one line naming the file) when the file cannot be read at all or is over
-    MAX_RECORDS_BYTES; NoRecords (one) when `required` and it holds no record. A record that does not fit CellRecord
-    (RecordError) or of an unknown schema version raises ValueError naming the file and line.
+    nested deeper than MAX_DEPTH, not an object, or a record that does not fit CellRecord (a RecordError: a field
+    of the wrong type, an unknown status or axis value) is skipped with a warning naming the file, the line and why,
+    and the rest is read; each skipped line is appended to `skipped` when given. RunFileError (a ValueError, one
+    line naming the file) when the file cannot be read at all or is over MAX_RECORDS_BYTES; NoRecords (one) when
+    `required` and it holds no record, every line skipped included. A record of an unknown schema version (a newer
+    harness wrote it) raises ValueError naming the file and line.
     """
-    records = _read_converted(path, record_from_dict, required)
+    records = _read_converted(path, record_from_dict, required, skipped)
     drop_cross_session_pairs(records)  # a ratio to a partner a --resume timed in another process is no pair
     return records
 
@@ -534,8 +562,15 @@ def read_record_dicts(path: str | Path, *, required: bool = False) -> list[dict[
     return _read_converted(path, migrate_record, required)
 
 
-def _read_converted(path: str | Path, convert: Callable[[dict], Any], required: bool = False) -> list:
-    """Each record line of cells.jsonl (or a run dir holding one) through `convert`; a ValueError names the line."""
+def _read_converted(
+    path: str | Path,
+    convert: Callable[[dict], Any],
+    required: bool = False,
+    skipped: list[SkippedLine] | None = None,
+) -> list:
+    """Each record line of cells.jsonl (or a run dir holding one) through `convert`: a line it refuses as not
+    fitting the schema (RecordError) skipped and named, any other ValueError (an unknown schema version) raised
+    naming the line."""
     path = Path(path)
     try:
         if path.is_dir() and path.name != CELLS_FILE:  # a directory named cells.jsonl: "not a regular file"
@@ -543,15 +578,28 @@ def _read_converted(path: str | Path, convert: Callable[[dict], Any], required: 
     except (OSError, ValueError) as e:  # a name too long, a NUL in it
         raise RunFileError(f"{_shown(path)}: cannot be read ({e})") from None
     out = []
-    numbered, skipped, lines = _numbered_records(path)
+    found: list[SkippedLine] = []
+    numbered, lines = _numbered_records(path, found)
     for n, rec in numbered:
         try:
             out.append(convert(rec))
+        except RecordError as e:  # a size not in the axes, status "splendid", a latency that is text
+            found.append(_skip(path, n, str(e)))
         except ValueError as e:
             raise ValueError(printable(f"{path}:{n}: {e}")) from None
+    found.sort(key=lambda s: s.line)
+    if skipped is not None:
+        skipped.extend(found)
     if required and not out:
-        raise NoRecords(f"{_shown(path)}: no records ({_no_records_why(lines, skipped)})")
+        raise NoRecords(f"{_shown(path)}: no records ({_no_records_why(lines, len(found))})")
     return out
+
+
+def _skip(path: Path, n: int, why: str) -> SkippedLine:
+    """A skipped line, said as a warning now (the reader's one line per skipped line)."""
+    line = SkippedLine(_shown(path), n, why)
+    log.warning("%s", line.text())
+    return line
 
 
 def _no_records_why(lines: int, skipped: int) -> str:
@@ -559,23 +607,25 @@ def _no_records_why(lines: int, skipped: int) -> str:
         return "an empty file"
     if not skipped:
         return f"{lines} blank line{'s' * (lines != 1)}"
-    return f"{lines} line{'s' * (lines != 1)}, {skipped} of them skipped as unreadable"
+    return (
+        f"{lines} line{'s' * (lines != 1)}, {skipped} of them skipped as unreadable or not fitting the record "
+        "schema (each named above)"
+    )
 
 
-def _numbered_records(path: Path) -> tuple[list[tuple[int, dict]], int, int]:
-    """(line number, JSON object) of each record line of a cells.jsonl, before migration; how many lines were
-    skipped; how many lines the file has."""
-    out, skipped, n = [], 0, 0
+def _numbered_records(path: Path, skipped: list[SkippedLine]) -> tuple[list[tuple[int, dict]], int]:
+    """(line number, JSON object) of each record line of a cells.jsonl, before migration, each unreadable line
+    appended to `skipped`; how many lines the file has."""
+    out, n = [], 0
     for n, line in _lines(path):
         rec, why = parse_line(line)
         if why:
             # A run killed mid-write can leave a torn last line; a hand edit or another tool anything: the line is
             # named and skipped, the records around it are read.
-            log.warning("%s:%d: %s; line skipped", _shown(path), n, why)
-            skipped += 1
+            skipped.append(_skip(path, n, why))
         elif rec is not None:
             out.append((n, rec))
-    return out, skipped, n
+    return out, n
 
 
 def read_env(run_dir: str | Path) -> dict | None:
@@ -665,22 +715,16 @@ def read_env_checked(run_dir: Path) -> dict:
     return env
 
 
-def read_records_checked(run_dir: Path) -> list[CellRecord]:
-    """The records for import: every one with a cell id and a known status. Raises ImportRefused."""
+def read_records_checked(run_dir: Path, skipped: list[SkippedLine] | None = None) -> list[CellRecord]:
+    """The records for import, under the reading rule every command applies: a line that is unreadable or does not
+    fit the schema (no cell id, an unknown status, ...) is skipped, named and appended to `skipped`. Raises
+    ImportRefused when the file cannot be read, holds no record, or holds one of an unknown schema version."""
     if not is_results_dir(run_dir):
         raise ImportRefused(f"{run_dir}: no cells.jsonl; not a results directory")
     try:
-        records = read_records(run_dir, required=True)
-    except ValueError as e:  # unreadable, no records, an unknown schema version, a record that does not fit
+        return read_records(run_dir, required=True, skipped=skipped)
+    except ValueError as e:  # unreadable, no records, an unknown schema version
         raise ImportRefused(f"refusing to import {run_dir}: {e}") from e
-    for rec in records:
-        if not rec.cell_id:
-            raise ImportRefused(f"{run_dir}: a record has no cell_id; refusing to import")
-        if rec.status not in STATUSES:
-            raise ImportRefused(
-                f"{run_dir}: record {rec.cell_id} has unknown status {rec.status!r}; refusing to import"
-            )
-    return records
 
 
 # ---- runs ------------------------------------------------------------------------------------------------------
@@ -710,6 +754,8 @@ class Run:
     dir_run_id: str = ""
     machine_key: str | None = None
     log_roots: tuple[Path, ...] = ()
+    #: the lines of its cells.jsonl the reading rule skipped (a merged directory's: on its first machine's Run)
+    skipped: tuple[SkippedLine, ...] = ()
 
     def env_value(self, *keys: str, default: str = UNKNOWN) -> Any:
         """A nested env.json value, or `default` when any key on the way is missing or null."""
@@ -758,15 +804,19 @@ def load_run(run_dir: str | Path) -> list[Run]:
     for a record of an unknown schema version or one that does not fit CellRecord: each one line.
     """
     run_dir = Path(run_dir)
-    records = read_records(run_dir / CELLS_FILE, required=True)
+    skipped: list[SkippedLine] = []
+    records = read_records(run_dir / CELLS_FILE, required=True, skipped=skipped)
     env = read_env(run_dir)
     if env is None:
         log.warning("%s: no env.json; machine details shown as unknown", _shown(run_dir))
         env = {}
     run_id = str(env.get("run_id") or next((r.run_id for r in records if r.run_id), None) or run_dir.name)
     if isinstance(env.get(MACHINES_KEY), list) and env[MACHINES_KEY]:
-        return _split_merged(run_dir, run_id, env, records)
-    return [Run(run_dir, run_id, env, records, dir_run_id=run_id, log_roots=(run_dir,))]
+        runs = _split_merged(run_dir, run_id, env, records)
+        return [replace(runs[0], skipped=tuple(skipped)), *runs[1:]] if runs else runs
+    return [
+        Run(run_dir, run_id, env, records, dir_run_id=run_id, log_roots=(run_dir,), skipped=tuple(skipped))
+    ]
 
 
 def source_root(run_dir: Path, entry: dict) -> Path | None:
@@ -852,6 +902,7 @@ __all__ = [
     "RecordWriter",
     "Run",
     "RunFileError",
+    "SkippedLine",
     "check_env_shape",
     "dig",
     "duplicate_cells",
@@ -868,6 +919,7 @@ __all__ = [
     "read_records",
     "read_records_checked",
     "recorded_cells",
+    "skipped_words",
     "source_root",
     "write_bytes_atomic",
     "write_env",

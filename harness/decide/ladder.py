@@ -90,7 +90,9 @@ def line(ladder: list[Rung], use: str, bound: str) -> str:
     if top is None:
         return f"no model size keeps {bound} here (size ladder: {len(ladder)} configurations)"
     above = (
-        [r.size for r in ladder if SIZES.index(r.size) > SIZES.index(top.size)] if top.size in SIZES else []
+        [r.size for r in ladder if r.size in SIZES and SIZES.index(r.size) > SIZES.index(top.size)]
+        if top.size in SIZES
+        else []
     )
     said = f"largest model that keeps {bound}: {top.configuration}, {top.figure}"
     if above:

@@ -1,8 +1,9 @@
 """`yolo26-bench export --format bencher|csv RUN_DIR [-o FILE]`: a run for dashboards and spreadsheets.
 
 Exit statuses: 0 written, 2 bad input (not a results directory, a file that breaks the reading rule of
-harness.core.results_dir, no records). A bad line of cells.jsonl is skipped with a warning naming its file and
-line, and the rest is exported.
+harness.core.results_dir, no records). A bad line of cells.jsonl (unreadable, or a record that does not fit the
+schema) is skipped with a warning naming its file, line and why, the rest is exported, and a last line on stderr
+counts what was skipped.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 
 from harness.core.cli_args import Parser, argparse_type, output_file
-from harness.core.results_dir import is_results_dir, load_run, write_text_atomic
+from harness.core.results_dir import SkippedLine, is_results_dir, load_run, skipped_words, write_text_atomic
 from harness.core.safe_text import terminal_text
 from harness.exports import bencher, table
 
@@ -38,11 +39,14 @@ def build_parser() -> Parser:
     return p
 
 
-def render(run_dir: Path, fmt: str) -> str:
-    """The export's text. Raises ValueError (one line) for a directory that is not a readable run."""
+def render(run_dir: Path, fmt: str, skipped: list[SkippedLine] | None = None) -> str:
+    """The export's text; the lines of cells.jsonl the reading rule skipped appended to `skipped`. Raises
+    ValueError (one line) for a directory that is not a readable run."""
     if not is_results_dir(run_dir):
         raise ValueError(f"{terminal_text(run_dir)}: no cells.jsonl; not a results directory")
     runs = load_run(run_dir)
+    if skipped is not None:
+        skipped.extend(s for run in runs for s in run.skipped)
     if fmt == "csv":
         return table.to_csv(runs)
     doc = bencher.to_bmf(runs)
@@ -56,8 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse(argv)
     if isinstance(args, int):  # --help, or argparse's one error line (already printed)
         return args
+    skipped: list[SkippedLine] = []
     try:
-        text = render(args.run, args.format)
+        text = render(args.run, args.format, skipped)
     except (OSError, ValueError) as e:
         print(f"export: {terminal_text(str(e).replace(chr(10), ' '))}", file=sys.stderr)
         return 2
@@ -70,4 +75,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"export: {args.format} -> {terminal_text(args.output)}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+    if skipped:
+        print(f"export: {skipped_words(skipped)}; the rest exported", file=sys.stderr)
     return 0

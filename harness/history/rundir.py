@@ -25,6 +25,7 @@ from harness.core.results_dir import (
     MACHINES_KEY,
     SOURCE_RUN_FIELD,
     ImportRefused,
+    SkippedLine,
     duplicate_cells,
     merged_machines,
     read_env_checked,
@@ -47,6 +48,8 @@ class RunData:
     source: str
     #: cell ids the results directory recorded more than once (one record of each was kept: the last)
     duplicates: tuple[str, ...] = ()
+    #: lines of its cells.jsonl the reading rule skipped (unreadable, or not fitting the schema): not imported
+    skipped: tuple[SkippedLine, ...] = ()
 
     @cached_property
     def fingerprint(self) -> Fingerprint:
@@ -110,7 +113,9 @@ def _restored(rec: CellRecord, run_id: str) -> CellRecord:
     return record_from_dict(data, migrate=False)
 
 
-def _split_merged(run_dir: Path, env: dict, records: list[CellRecord]) -> list[RunData]:
+def _split_merged(
+    run_dir: Path, env: dict, records: list[CellRecord], skipped: tuple[SkippedLine, ...] = ()
+) -> list[RunData]:
     groups, orphans = merged_machines(env, records)
     if orphans:
         names = sorted({str(r.machine) for r in orphans})
@@ -131,6 +136,7 @@ def _split_merged(run_dir: Path, env: dict, records: list[CellRecord]) -> list[R
                 records=_dedupe(restored, where),
                 source=str(run_dir),
                 duplicates=tuple(duplicate_cells(restored)),
+                skipped=skipped if not runs else (),  # the directory's skipped lines, said once
             )
         )
     return runs
@@ -156,11 +162,12 @@ def load_run_dir(run_dir: str | Path) -> list[RunData]:
     Returns one run, or one per machine for a merged directory.
     """
     run_dir = Path(run_dir)
-    records = read_records_checked(run_dir)
+    skipped: list[SkippedLine] = []
+    records = read_records_checked(run_dir, skipped)
     env = read_env_checked(run_dir)
     _refuse_non_finite(run_dir, env, records)
     if env.get(MACHINES_KEY):
-        return _split_merged(run_dir, env, records)
+        return _split_merged(run_dir, env, records, tuple(skipped))
     run_id = str(env.get("run_id") or run_dir.name)
     others = sorted({str(r.run_id) for r in records} - {run_id})
     if others:
@@ -176,5 +183,6 @@ def load_run_dir(run_dir: str | Path) -> list[RunData]:
             records=_dedupe(records, str(run_dir)),
             source=str(run_dir),
             duplicates=tuple(duplicate_cells(records)),
+            skipped=tuple(skipped),
         )
     ]

@@ -21,7 +21,7 @@ from pathlib import Path
 from harness.core import locations
 from harness.core.record import CellRecord
 from harness.core.record_codec import record_to_dict
-from harness.core.results_dir import HistoryError, ImportRefused, incomplete_note
+from harness.core.results_dir import HistoryError, ImportRefused, SkippedLine, incomplete_note, skipped_words
 from harness.core.safe_text import terminal_text
 from harness.history.memory import memory_mib
 from harness.history.rundir import RunData, load_run_dir
@@ -91,6 +91,8 @@ class ImportResult:
     incomplete: str | None = None
     #: cell ids the run recorded more than once (the last record of each was imported)
     duplicates: tuple[str, ...] = ()
+    #: lines of the run's cells.jsonl the reading rule skipped (not imported; each named when it was read)
+    skipped: tuple[SkippedLine, ...] = ()
 
     def describe(self) -> str:
         """One line: what the import did, with the run's warnings (incomplete, cells recorded twice); the run id,
@@ -101,6 +103,8 @@ class ImportResult:
         if self.duplicates:
             shown = ", ".join(self.duplicates[:3]) + (" ..." if len(self.duplicates) > 3 else "")
             line += f"; {len(self.duplicates)} cell(s) recorded more than once ({shown}): kept the last record of each"
+        if self.skipped:
+            line += f"; {skipped_words(self.skipped)}: not imported"
         return terminal_text(line)
 
 
@@ -275,7 +279,7 @@ def _write_run(conn: sqlite3.Connection, run: RunData) -> ImportResult:
     row = conn.execute(
         "SELECT digest FROM runs WHERE run_id = ? AND machine = ?", (run.run_id, run.machine)
     ).fetchone()
-    notes = {"incomplete": incomplete_note(run.env), "duplicates": run.duplicates}
+    notes = {"incomplete": incomplete_note(run.env), "duplicates": run.duplicates, "skipped": run.skipped}
     if row is not None and row[0] == run.digest:
         return ImportResult(run.run_id, run.machine, fp.series_id, len(run.records), "unchanged", **notes)
     conn.execute(

@@ -7,7 +7,14 @@ import re
 from dataclasses import dataclass, field
 
 from harness.core.record import CellRecord
-from harness.core.results_dir import UNKNOWN, Run, duplicate_cells, incomplete_note
+from harness.core.results_dir import (
+    UNKNOWN,
+    Run,
+    SkippedLine,
+    duplicate_cells,
+    incomplete_note,
+    skipped_words,
+)
 from harness.decide.index import RunIndex
 from harness.decide.load import finite
 from harness.report.matrix import machine_label
@@ -42,10 +49,13 @@ def is_synthetic(env: dict, records: list[CellRecord]) -> bool:
     return env.get("synthetic") is True or any(r.synthetic is True for r in records)
 
 
-def integrity_notes(env: dict, records: list[CellRecord]) -> list[str]:
-    """What a reader must know before trusting a run as whole: it did not finish (env.json `incomplete`), or it
-    holds two records of one cell (two writers on one run id; every record is shown)."""
+def integrity_notes(env: dict, records: list[CellRecord], skipped: tuple[SkippedLine, ...] = ()) -> list[str]:
+    """What a reader must know before trusting a run as whole: it did not finish (env.json `incomplete`), it
+    holds two records of one cell (two writers on one run id; every record is shown), or lines of its cells.jsonl
+    were skipped as unreadable or not fitting the record schema (named, counted; the rest is shown)."""
     notes = []
+    if skipped:
+        notes.append(f"{skipped_words(skipped)}: the report is of the other records")
     incomplete = incomplete_note(env)
     if incomplete:
         notes.append(incomplete)
@@ -126,7 +136,7 @@ def run_header(idx: RunIndex, indexes: list[RunIndex]) -> RunHeader:
         weights=weights or ["unknown (no record names its weights)"],
         random_init=any(w.startswith("random-init") for w in weights),
         synthetic=is_synthetic(run.env, run.records),
-        integrity=integrity_notes(run.env, run.records),
+        integrity=integrity_notes(run.env, run.records, run.skipped),
     )
 
 
