@@ -332,10 +332,17 @@ def duplicate_cells(records: list[CellRecord]) -> list[str]:
 def recorded_cells(run_dir: Path) -> dict[str, str]:
     """Cell id -> status of every cell's own record (not remedy attempts) in run_dir/cells.jsonl; the last record
     wins when a cell was recorded twice. Empty when there is no cells.jsonl."""
+    return {cell_id: r.status for cell_id, r in recorded_records(run_dir).items()}
+
+
+def recorded_records(run_dir: Path) -> dict[str, CellRecord]:
+    """Cell id -> every cell's own record (not remedy attempts) in run_dir/cells.jsonl, the last one where a cell
+    was recorded twice (what --resume reads: the status, and the failure's class). Empty when there is no
+    cells.jsonl."""
     path = Path(run_dir) / CELLS_FILE
     if not path.is_file():
         return {}
-    return {r.cell_id: r.status for r in read_records(path) if r.cell_id and not r.remedy}
+    return {r.cell_id: r for r in read_records(path) if r.cell_id and not r.remedy}
 
 
 # ---- reading ---------------------------------------------------------------------------------------------------
@@ -919,6 +926,7 @@ __all__ = [
     "read_records",
     "read_records_checked",
     "recorded_cells",
+    "recorded_records",
     "skipped_words",
     "source_root",
     "write_bytes_atomic",

@@ -50,6 +50,7 @@ from filelock import FileLock, Timeout
 from harness.backends.base import library_version
 from harness.core.results_dir import RecordWriteError
 from harness.diagnosis.outcome import ExportOutcome
+from harness.diagnosis.recurrence import TRANSIENT_CLASSES
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +79,8 @@ LOCKS = ".locks"
 _BOOKKEEPING = re.compile(r"^[\w.-]+-(request|result)\.json$")
 #: outcome fields that describe the cache entry, not the export: never stored in meta.json's `outcome`
 _ENTRY_FIELDS = ("cache_entry", "content_sha256", "cache_note", "fresh_failure")
-#: failure classes that depend on the machine or the moment, not on the model and the exporter
-_TRANSIENT_CLASSES = ("out_of_memory", "killed", "environment", "timeout", "crash")
+#: failure classes that depend on the machine or the moment, not on the model and the exporter (--resume's too)
+_TRANSIENT_CLASSES = tuple(TRANSIENT_CLASSES)
 _IO_ERROR_TEXT = re.compile(
     r"\[Errno \d+\]|No such file or directory|No space left on device|Permission denied|Stale file handle"
     r"|Input/output error|Disk quota exceeded|Read-only file system"

@@ -27,9 +27,11 @@ from harness.core.results_dir import (
     incomplete_note,
     read_env,
     recorded_cells,
+    recorded_records,
     write_env,
 )
 from harness.core.run_claim import RunClaim
+from harness.diagnosis import recurrence
 from harness.execute import interrupt
 from harness.execute.isolate import kill_live_workers
 from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
@@ -48,8 +50,6 @@ log = logging.getLogger(__name__)
 
 BENCH_KEY = pytest.StashKey["BenchSession"]()
 CLAIM_KEY = pytest.StashKey["RunClaim"]()
-#: statuses of a recorded cell that --resume runs again: how the attempt ended, not what the cell does
-RERUN_STATUSES = ("crashed", "timeout")
 EXPECTED_FILE = Path(__file__).resolve().parents[2] / "suites" / "expected_status.yaml"
 
 
@@ -247,7 +247,15 @@ class BenchSession:
             camera_fps=opt("camera_fps"),
             scenario_durations=self.scenario_durations,
         )
-        self.recorded = existing_run(config, self.run_config.run_dir, bool(opt("resume")))
+        earlier = existing_run(config, self.run_config.run_dir, bool(opt("resume")))
+        self.recorded = {cell_id: r.status for cell_id, r in earlier.items()}
+        #: --resume: the recorded cells it runs again, and why (harness.diagnosis.recurrence); the others are kept
+        self.rerun = {
+            c: why for c, r in earlier.items() if (why := recurrence.rerun_reason(r.status, _class(r)))
+        }
+        self.kept = {
+            c: recurrence.kept_words(r.status, _class(r)) for c, r in earlier.items() if c not in self.rerun
+        }
         self.previously_recorded = set(self.recorded)  # --resume: the cells the run held before this session
         self.stopped: str | None = None  # why the run stopped early (a record could not be written)
         self.expected = ExpectedStatus(Path(opt("expected_file")))
@@ -515,7 +523,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
         return
     from harness.pytest_plugin import nightplan
 
-    done = frozenset(c for c, status in bench.recorded.items() if status not in RERUN_STATUSES)
+    done = frozenset(c for c in bench.recorded if c not in bench.rerun)
     nightplan.apply(config, items, _planned_of, bench, done)
 
 
@@ -554,7 +562,7 @@ def _timed_cells(session: BenchSession) -> list[PlannedCell]:
         for p in session.selected
         if not p.excluded
         and not p.cell.shape.dynamic
-        and session.recorded.get(p.cell.id) in (None, *RERUN_STATUSES)
+        and (p.cell.id not in session.recorded or p.cell.id in session.rerun)
     ]
 
 
@@ -644,7 +652,8 @@ def start_clock(session: BenchSession) -> None:
     alone = [
         p.cell
         for p in session.selected
-        if (p.excluded or p.cell.shape.dynamic) and session.recorded.get(p.cell.id) in (None, *RERUN_STATUSES)
+        if (p.excluded or p.cell.shape.dynamic)
+        and (p.cell.id not in session.recorded or p.cell.id in session.rerun)
     ]
     try:
         session.runner  # noqa: B018 (the runner probes every planned backend first: the estimate reuses that)
@@ -704,19 +713,19 @@ def claim_run(config: pytest.Config, run_dir: Path) -> RunClaim:
         raise SelectionError(f"--run-id {run_dir.name}: cannot claim {run_dir}: {e}") from None
 
 
-def existing_run(config: pytest.Config, run_dir: Path, resume: bool) -> dict[str, str]:
-    """The cells `run_dir` has recorded (cell id -> status) when --resume goes on with it; refuses (one error line)
+def existing_run(config: pytest.Config, run_dir: Path, resume: bool) -> dict[str, CellRecord]:
+    """The cells `run_dir` has recorded (cell id -> record) when --resume goes on with it; refuses (one error line)
     a run id that already holds a run without --resume, so no run appends duplicates to another in silence.
     The directory is claimed first (`claim_run`), so no other run can start on it between this check and the
     end of the session."""
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller checked before workers started
-        return recorded_cells(run_dir) if resume else {}
+        return recorded_records(run_dir) if resume else {}
     claim = claim_run(config, run_dir)
     config.stash[CLAIM_KEY] = claim
     if not run_claim.holds_a_run(run_dir):
         return {}
     try:
-        recorded = recorded_cells(run_dir)
+        recorded = recorded_records(run_dir)
     except (OSError, ValueError) as e:
         release_claim(config)
         raise SelectionError(f"--run-id: {run_dir} holds records that cannot be read ({e})") from None
@@ -745,22 +754,29 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def resume_cell(session: BenchSession, cell_id: str) -> None:
-    """--resume: skip a cell the run has recorded; one recorded as crashed or timed out runs again, its earlier
-    records moved to cells.jsonl.superseded so the run never holds two verdicts for one cell."""
-    status = session.recorded.get(cell_id)
-    if status is None:
+    """--resume: skip a cell the run has recorded; one whose failure may not recur (crashed, timed out, or of a
+    class such as environment or out_of_memory: harness.diagnosis.recurrence) runs again, said in a progress line,
+    its earlier records moved to cells.jsonl.superseded so the run never holds two verdicts for one cell."""
+    if cell_id not in session.recorded:
         return
-    if status not in RERUN_STATUSES:
-        pytest.skip(f"already recorded in run {session.run_id} as {status} (--resume)")
+    why = session.rerun.get(cell_id)
+    if why is None:
+        pytest.skip(f"already recorded in run {session.run_id} {session.kept[cell_id]} (--resume)")
     try:
         moved = session.runner.writer.set_aside(cell_id)
     except RecordWriteError as e:
         session.stop(e)
     session.recorded.pop(cell_id)  # set aside once (a workload sets its cells' aside before it runs)
+    session.rerun.pop(cell_id)
     session.progress(
-        f"{cell_id}: recorded as {status}; running it again ({moved} earlier records moved to "
-        f"cells.jsonl{SUPERSEDED_SUFFIX})"
+        f"{cell_id}: {why}; running it again ({moved} earlier records moved to cells.jsonl{SUPERSEDED_SUFFIX})"
     )
+
+
+def _class(rec: CellRecord) -> str | None:
+    """The failure class a record holds, if any."""
+    cls = (rec.failure or {}).get("class") if isinstance(rec.failure, dict) else None
+    return cls if isinstance(cls, str) else None
 
 
 def mark_run_end(session: BenchSession, exitstatus: int, tr) -> str | None:
