@@ -69,7 +69,7 @@ def test_a_runner_whose_outputs_are_spoiled_loses_its_accuracy_tier(tmp_path, ca
 def test_random_weights_and_switched_off_accuracy_are_nulls_with_reasons(tmp_path, cache_dir):
     rec = _run(_runner(tmp_path, cache_dir, standin=False, run_id="a"), ("onnxruntime",))["onnxruntime"]
     assert rec.weights == "random-init:0" and rec.accuracy is None
-    assert "their mAP means nothing" in rec.null_reasons["accuracy"]
+    assert "their accuracy means nothing" in rec.null_reasons["accuracy"]
     rec = _run(_runner(tmp_path, cache_dir, accuracy=False, run_id="b"), ("onnxruntime",))["onnxruntime"]
     assert rec.weights.startswith("standin:") and rec.accuracy is None
     assert "--no-accuracy" in rec.null_reasons["accuracy"]
@@ -87,10 +87,12 @@ def test_tiers():
     ("kw", "why"),
     [
         ({"enabled": False}, "--no-accuracy"),
-        ({"task": "seg"}, "detect models only"),
+        ({"task": "depth"}, "no accuracy metric for task 'depth'"),
+        ({"task": "seg"}, None),
+        ({"task": "cls"}, None),
         ({"dynamic": True}, "dynamic-shape"),
         ({"remedy": True}, "remedy attempt"),
-        ({"weights": "random-init:0"}, "their mAP means nothing"),
+        ({"weights": "random-init:0"}, "their accuracy means nothing"),
         ({"user_data": True}, "stand-in weights were trained on the generated dataset"),
         ({"weights": "/w/yolo26n.pt"}, "give --data"),
         ({"weights": "/w/yolo26n.pt", "user_data": True}, None),

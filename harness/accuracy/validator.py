@@ -1,10 +1,12 @@
 """ultralytics' own validation (`YOLO(weights).val`) of given weights on given images: the reference figure the
 harness's accuracy pass (harness.accuracy.evaluate) must agree with.
 
-ultralytics' validator imports torchvision; on this stack (torchvision 0.28 beside the CPU build of torch 2.13) that
-import fails with `operator torchvision::nms does not exist`. Where it does, `torchvision_placeholder` puts a module
-named torchvision in its place whose `ops.nms` is ultralytics' own TorchNMS.nms (which matches torchvision's), so
-the validator's NMS runs ultralytics' implementation.
+ultralytics' validator imports torchvision; on this stack (torchvision 0.28, a CUDA build, beside the CPU build of
+torch 2.13) that import fails with `operator torchvision::nms does not exist`: its compiled operators do not load,
+and registering their fake kernels fails. Where it does, `torchvision_placeholder` imports torchvision's Python
+parts (transforms, datasets: what ultralytics' classification dataset and transform use) with those two
+registrations skipped, and sets its `ops.nms` to ultralytics' own TorchNMS.nms (which matches torchvision's), so the
+validators' NMS runs ultralytics' implementation.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import logging
 import subprocess
 import sys
 import tempfile
-import types
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,18 +24,34 @@ log = logging.getLogger(__name__)
 
 
 def torchvision_placeholder() -> bool:
-    """Stand ultralytics' NMS in for torchvision where torchvision's compiled ops do not load; True if it did."""
+    """Where torchvision's compiled ops do not load: import its Python parts without them and stand ultralytics' NMS
+    in for `torchvision.ops.nms`, in this process; True if it did (False: torchvision is imported already, or
+    loads as it is)."""
     if "torchvision" in sys.modules:
         return False
     probe = [sys.executable, "-c", "import torch, torchvision.ops; torchvision.ops.nms"]
     if subprocess.run(probe, capture_output=True).returncode == 0:
         return False
+    import torch
     from ultralytics.utils.nms import TorchNMS
 
-    tv = types.ModuleType("torchvision")
-    tv.__dict__.update(ops=types.SimpleNamespace(nms=TorchNMS.nms), __version__="0.0+placeholder")
-    sys.modules["torchvision"] = tv
-    log.info("torchvision does not load here: its NMS is ultralytics' TorchNMS for this process")
+    register_fake = torch.library.register_fake
+
+    def without_compiled_ops(op, *args, **kwargs):
+        # torchvision registers fake kernels for its compiled nms and qnms, which this build lacks: skip those two
+        if isinstance(op, str) and op.startswith("torchvision::"):
+            return (lambda fn: fn) if not args and "func" not in kwargs else None
+        return register_fake(op, *args, **kwargs)
+
+    torch.library.register_fake = without_compiled_ops
+    try:
+        import torchvision
+    finally:
+        torch.library.register_fake = register_fake
+    torchvision.ops.nms = TorchNMS.nms
+    log.info(
+        "torchvision's compiled ops do not load here: its Python parts without them, ultralytics' TorchNMS"
+    )
     return True
 
 
@@ -46,10 +63,15 @@ def validate(
     head: str,
     *,
     batch: int = 1,
+    task: str = "detect",
+    data_fields: dict | None = None,
 ) -> dict:
-    """mAP50-95 and mAP50 that ultralytics' DetectionValidator reports for `weights` on exactly `images` (labels
-    beside them in the YOLO layout), square letterbox (rect=False), the end-to-end head (`nms=False`) or the raw
-    head through the validator's NMS (`nms=True`)."""
+    """The metrics ultralytics' validator of `task` reports for `weights` on exactly `images` (labels beside them in
+    the YOLO layout; classify: each image's class is its folder's name), square letterbox (rect=False; classify:
+    its own transform), the end-to-end head (`nms=False`) or the raw head through the validator's NMS (`nms=True`).
+
+    Returns the keys harness.accuracy.task_eval.evaluate_task returns for the task (detect: map50_95, map50) and
+    `images`; `data_fields` go into the temporary dataset YAML (pose: kpt_shape, flip_idx, kpt_oks_sigmas)."""
     if head not in ("e2e", "raw"):
         raise ValueError(f"head must be 'e2e' or 'raw', not {head!r}")
     import yaml
@@ -59,16 +81,21 @@ def validate(
 
     with tempfile.TemporaryDirectory(prefix="yolo26-val-") as tmp:
         root = Path(tmp)
-        (root / "images.txt").write_text("".join(f"{Path(p).resolve()}\n" for p in images))
-        data = {
-            "path": str(root),
-            "train": "images.txt",
-            "val": "images.txt",
-            "names": dict(enumerate(names)),
-        }
-        (root / "data.yaml").write_text(yaml.safe_dump(data))
+        if task == "cls":
+            data = str(_image_folder(root / "data", images))
+        else:
+            (root / "images.txt").write_text("".join(f"{Path(p).resolve()}\n" for p in images))
+            doc = {
+                "path": str(root),
+                "train": "images.txt",
+                "val": "images.txt",
+                "names": dict(enumerate(names)),
+                **(data_fields or {}),
+            }
+            (root / "data.yaml").write_text(yaml.safe_dump(doc))
+            data = str(root / "data.yaml")
         m = YOLO(str(weights)).val(
-            data=str(root / "data.yaml"),
+            data=data,
             imgsz=imgsz,
             batch=batch,
             rect=False,
@@ -80,4 +107,54 @@ def validate(
             project=str(root),
             name="val",
         )
-    return {"map50_95": float(m.box.map), "map50": float(m.box.map50), "images": len(images)}
+    return _metrics(m, task) | {"images": len(images)}
+
+
+def _image_folder(root: Path, images: Sequence[Path]) -> Path:
+    """An ImageFolder of `images` (links, each in its class folder) with train and val splits (ultralytics' classify
+    dataset check wants a train split; only val is validated)."""
+    for split in ("train", "val"):
+        for p in images:
+            p = Path(p).resolve()
+            link = root / split / p.parent.name / p.name
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(p)
+    return root
+
+
+def _metrics(m, task: str) -> dict:
+    """The validator's metrics object as harness.accuracy.task_eval names them."""
+    if task == "cls":
+        return {"top1": float(m.top1), "top5": float(m.top5), "map50_95": float(m.top1)}
+    box = {"map50_95": float(m.box.map), "map50": float(m.box.map50)}
+    if task == "seg":
+        seg = {"mask_map50_95": float(m.seg.map), "mask_map50": float(m.seg.map50)}
+        return seg | {
+            "box_map50_95": box["map50_95"],
+            "box_map50": box["map50"],
+            "map50_95": seg["mask_map50_95"],
+        }
+    if task == "pose":
+        pose = {"pose_map50_95": float(m.pose.map), "pose_map50": float(m.pose.map50)}
+        return pose | {
+            "box_map50_95": box["map50_95"],
+            "box_map50": box["map50"],
+            "map50_95": pose["pose_map50_95"],
+        }
+    if task == "obb":
+        return {"obb_map50": box["map50"], "obb_map50_95": box["map50_95"], "map50_95": box["map50"]}
+    return box
+
+
+def validate_split(weights: Path | str, split, imgsz: int, head: str, *, batch: int = 1) -> dict:
+    """`validate` on the images of a harness.accuracy.task_split.TaskSplit, with its dataset's fields."""
+    fields: dict = {}
+    if split.kpt_shape:
+        fields["kpt_shape"] = list(split.kpt_shape)
+        fields["flip_idx"] = list(range(split.kpt_shape[0]))  # validation never flips; the loader asks for it
+    if split.kpt_oks_sigmas:
+        fields["kpt_oks_sigmas"] = list(split.kpt_oks_sigmas)
+    names = [split.names[i] for i in sorted(split.names)]
+    return validate(
+        weights, split.images, names, imgsz, head, batch=batch, task=split.task, data_fields=fields
+    )

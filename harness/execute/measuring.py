@@ -252,10 +252,11 @@ def accuracy(
     references: References,
     progress: Progress,
 ) -> bool:
-    """mAP50-95 and mAP50 of the cell's runner on the run's val split, beside the PyTorch fp32 reference's on the
-    same images (harness.accuracy); a null with the reason where it would mean nothing. Never ends the attempt."""
+    """The task's accuracy (detect box mAP50-95, segment mask mAP50-95, pose keypoint mAP50-95, obb mAP50, classify
+    top-1, harness.accuracy.per_cell) of the cell's runner on the run's val split, beside the PyTorch fp32
+    reference's on the same images; a null with the reason where it would mean nothing. Never ends the attempt."""
     from harness.accuracy import per_cell
-    from harness.accuracy.evaluate import accuracy_record, evaluate, torch_reference
+    from harness.accuracy.evaluate import torch_reference
 
     rec, cell, cfg = s.rec, s.cell, config
     why = per_cell.skip_reason(
@@ -265,31 +266,32 @@ def accuracy(
         weights=s.mat.weights,
         user_data=cfg.data is not None,
         remedy=bool(s.attempt.export_options),
-    )
+    ) or per_cell.data_problem(cell.task, cfg.data)
     if why:
         set_null(rec, "accuracy", why)
         return True
     h, w = cell.shape.height, cell.shape.width
     t0 = time.perf_counter()
     try:
-        split = data.accuracy_split(cell)
+        split = per_cell.split_for(cell, data, cfg.data, cfg.accuracy_images)
+        layout = references.layout(s.mat, cell, h, w, s.attempt.export_options)
+        facts = per_cell.model_facts(cell, s.mat.checkpoint, s.mat.sha256, layout)
         infer = per_cell.runner_infer(s.runner)
         modes = corruptions().get(cell.backend)
         if modes:  # the corruption knob spoils what accuracy scores too
-            layout = references.layout(s.mat, cell, h, w, s.attempt.export_options)
             plain = infer
 
             def infer(x):
                 return corrupt(plain(x), modes, layout)[0]
 
-        result = evaluate(infer, cell.head, h, w, split=split, batch=cell.batch)
+        result = per_cell.score(infer, cell, split, facts, cell.batch)
         key = per_cell.reference_key(s.mat.sha256, cell.head, h, w, split.dataset, len(split))
         if cell.backend == "torch-eager" and cell.precision == "fp32" and not modes:
             accuracy_refs.setdefault(key, result)  # this cell is the PyTorch fp32 reference
         if key not in accuracy_refs:
             ref_infer = torch_reference(s.mat.checkpoint, cell.head, h, w)
-            accuracy_refs[key] = evaluate(ref_infer, cell.head, h, w, split=split, batch=1)
-        section = accuracy_record(result, accuracy_refs[key])
+            accuracy_refs[key] = per_cell.score(ref_infer, cell, split, facts, 1)
+        section = per_cell.record(result, accuracy_refs[key], cell.task)
     except Exception as e:  # a failed accuracy pass is a null with its reason, never a lost cell
         log.exception("accuracy pass of %s failed", s.attempt.cell_id)
         set_null(rec, "accuracy", f"accuracy pass failed: {type(e).__name__}: {first_line(str(e))}")
@@ -297,11 +299,13 @@ def accuracy(
     section["tier"] = per_cell.tier(section["ratio"])
     section["seconds"] = round(time.perf_counter() - t0, 3)
     rec.accuracy = section
+    if section["map50"] is None:
+        set_null(rec, "accuracy.map50", "classification has no mAP: its figures are top1 and top5")
     if section["ratio"] is None:
-        set_null(rec, "accuracy.ratio", "the reference's mAP50-95 is 0: no ratio")
+        set_null(rec, "accuracy.ratio", f"the reference's {section['metric']} is 0: no ratio")
         set_null(rec, "accuracy.tier", "no ratio to the reference")
     progress(
-        f"{s.attempt.cell_id}: mAP50-95 {section['map50_95']:.3f} on {section['images']} images"
+        f"{s.attempt.cell_id}: {section['metric']} {section['map50_95']:.3f} on {section['images']} images"
         + (f", {section['ratio']:.3f} of the reference ({section['tier']})" if section["ratio"] else "")
     )
     return True

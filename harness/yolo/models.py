@@ -75,12 +75,14 @@ class Materialized:
     sha256: str
 
 
-#: the committed stand-in weights (scripts/train_standin.py), trained on the generated dataset (harness.accuracy)
+#: the committed stand-in weights (scripts/train_standin.py), each trained on its task's generated dataset
+#: (harness.yolo.dataset, harness.yolo.task_dataset): yolo26n-<task>.pt for detect, seg, pose, obb and cls
 STANDIN_DIR = Path(__file__).resolve().parents[2] / "weights" / "standin"
 
 
 def standin_checkpoint(size: str, task: str) -> Path | None:
-    """The stand-in weights file for yolo26{size} {task}, or None where none is committed (only n detect is)."""
+    """The stand-in weights file for yolo26{size} {task} (the harness's task names), or None where none is
+    committed (yolo26n of every task is; no other size)."""
     f = STANDIN_DIR / f"yolo26{size}-{task}.pt"
     return f if f.is_file() else None
 
