@@ -1,7 +1,10 @@
 """The end of a benchmark session: import the run into the history, then render the report.
 
-Both are extras on top of the records, which are safe on disk by then: a failure here is one line in the terminal
-summary, never a lost run.
+Both come after the records, which are safe on disk by then: a failure here never loses the run, but it fails the
+session (exit status END_FAILED, where it would have been 0 or 1): CI and the nightly publish step read the exit
+status, and a run whose report or import failed is not one to publish. Each failure is one line in the terminal
+summary naming what failed, where, the error, and that the records are intact (with the command that does it
+again from them).
 """
 
 from __future__ import annotations
@@ -21,6 +24,24 @@ class BenchSession(Protocol):
     reports_dir: Path
     run_id: str
     run_config: Any  # harness.execute.config.RunConfig: its run_dir
+    #: what failed at the end of the session (set here; the plugin's pytest_sessionfinish reads it)
+    end_failures: list[str]
+
+
+#: the session's exit status when the history import or the report failed (the run's end broke; its records did not)
+END_FAILED = 2
+
+
+def _end_failed(session: BenchSession, tr, line: str) -> None:
+    """Say what failed at the end of the session, in one line, and note it so that the session fails."""
+    tr.write_line(line)
+    failures = list(getattr(session, "end_failures", None) or [])
+    session.end_failures = [*failures, line]
+
+
+def end_failures(session: BenchSession | None) -> list[str]:
+    """What failed at the end of `session` (empty when nothing did, or there is no session)."""
+    return list(getattr(session, "end_failures", None) or [])
 
 
 def _history_db(session: BenchSession) -> Path:
@@ -33,7 +54,9 @@ def _history_db(session: BenchSession) -> Path:
 
 def _render_report(session: BenchSession, tr) -> Path | None:
     """Import the run into the history (for trends and regressions), then render the report; its path, or None
-    when there is none."""
+    when there is none. A failure of either is one line and fails the session (END_FAILED); the report is rendered
+    after a failed import all the same (without the history)."""
+    records = session.run_config.run_dir / "cells.jsonl"
     history = None
     if not session.config.getoption("no_history"):
         try:
@@ -43,8 +66,14 @@ def _render_report(session: BenchSession, tr) -> Path | None:
             import_run_dir(db, session.run_config.run_dir)
             history = report_data(db, session.run_id)
             tr.write_line(f"history: imported into {db}")
-        except Exception as e:  # the records are safe on disk; history is an extra
-            tr.write_line(f"history: not imported ({type(e).__name__}: {e})")
+        except Exception as e:  # the records are safe on disk: said, and the session fails
+            _end_failed(
+                session,
+                tr,
+                f"history: the import into {_history_db(session)} failed ({type(e).__name__}: {_one_line(e)}); "
+                f"the records are intact in {records} (`python -m harness import {session.run_config.run_dir}` "
+                "imports them again)",
+            )
     if session.config.getoption("no_report"):
         return None
     signalled = interrupt.received()
@@ -59,6 +88,16 @@ def _render_report(session: BenchSession, tr) -> Path | None:
         path = render_report([session.run_config.run_dir], session.reports_dir, history=history, cons=cons)
         tr.write_line(f"report: {path}")
         return Path(path)
-    except Exception as e:  # the records are safe on disk; a report bug must not hide them
-        tr.write_line(f"report: rendering failed ({type(e).__name__}: {e}); records are intact")
+    except Exception as e:  # the records are safe on disk: said, and the session fails
+        _end_failed(
+            session,
+            tr,
+            f"report: rendering into {session.reports_dir} failed ({type(e).__name__}: {_one_line(e)}); the "
+            f"records are intact in {records} (`python -m harness report {session.run_config.run_dir} -o "
+            f"{session.reports_dir}` renders it again)",
+        )
         return None
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())

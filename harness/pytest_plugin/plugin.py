@@ -43,7 +43,7 @@ from harness.plan.expected import ExpectedStatus
 from harness.plan.matrix import PlannedCell, build, profile_names
 from harness.plan.screen_budget import time_budget
 from harness.pytest_plugin import eta, options
-from harness.pytest_plugin.finish import _render_report
+from harness.pytest_plugin.finish import END_FAILED, _render_report, end_failures
 from harness.yolo.models import WeightsError, allow_unsafe_weights
 
 log = logging.getLogger(__name__)
@@ -437,11 +437,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     """The end of the session (the run's end written to env.json, the history import, the report) is not cut by a
     signal: one that arrives now is noted, the summary reads the note at its safe points (the run is then
-    incomplete and not imported), and the session ends with exit status 2 (interrupted)."""
+    incomplete and not imported), and the session ends with exit status 2 (interrupted). A history import or a
+    report that failed fails the session too (finish.END_FAILED), its line already in the summary."""
     with interrupt.deferred():
         result = yield
-    if interrupt.received() is not None and session.config.stash.get(BENCH_KEY, None) is not None:
+    bench = session.config.stash.get(BENCH_KEY, None)
+    if interrupt.received() is not None and bench is not None:
         session.exitstatus = pytest.ExitCode.INTERRUPTED
+    elif end_failures(bench) and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        session.exitstatus = END_FAILED
     return result
 
 

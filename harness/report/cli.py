@@ -152,7 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"report: {_one_line(e)}", file=sys.stderr)
         return 2
     if not args.quiet:
+        # the path on stdout first, flushed: a failed write (`> /dev/full`) is the command's one error line
+        # (cli_args.guarded_stdout), never after a line saying the report was written
         print(terminal_text(index))
+        sys.stdout.flush()
+        log.info("report written to %s", terminal_text(index))
     return 0
 
 

@@ -272,7 +272,6 @@ def render_report(
             shutil.rmtree(report_dir, ignore_errors=True)
         raise
     _refresh_latest(report_dir, out_root / "latest")
-    log.info("report written to %s", terminal_text(report_dir / "index.html"))
     return report_dir / "index.html"
 
 
