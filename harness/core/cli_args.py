@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -122,6 +123,32 @@ def output_dir(text: str, option: str = "-o") -> Path:
     except OSError as e:
         raise _refuse(option, text, f"cannot be checked ({e.strerror or e})") from None
     return path
+
+
+#: what a path that is not a regular file is, by its stat mode (said instead of "no such file")
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why `path` is no file to read, in words (`does not exist`, `is a directory, not a file`, `is a FIFO (named
+    pipe), not a regular file`, `is a symbolic link to a missing target`), or None for a regular file (links
+    followed)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "is a symbolic link to a missing target" if os.path.islink(path) else "does not exist"
+    except OSError as e:
+        return f"cannot be checked ({e.strerror or e})"
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((what for test, what in _KINDS if test(mode)), "not a regular file")
+    return f"is {kind}, not a file" if kind == "a directory" else f"is {kind}, not a regular file"
 
 
 def input_file(text: str, option: str) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 from harness import threads
 from harness.core import allocator, axes, numeric_options, run_id
 from harness.core.axes import SelectionError
-from harness.core.cli_args import OutputPathError, output_file, printable
+from harness.core.cli_args import OutputPathError, not_a_file, output_file, printable
 from harness.core.results_dir import unwritable_reason
 from harness.plan.matrix import PlannedCell, Selection, validate_backends
 from harness.yolo.models import ModelSource, WeightsError, check_checkpoint
@@ -193,23 +193,42 @@ def dataset(opt) -> Path | None:
     return path.resolve()
 
 
+#: the most bytes a --data file may have: a dataset YAML is a few lines (ultralytics' coco.yaml: 2.6 kB)
+MAX_DATASET_YAML_BYTES = 2**20
+
+
 def dataset_problem(path: Path) -> str | None:
     """What is wrong with a dataset YAML for accuracy and calibration, or None."""
+    import codecs
+
     import yaml
 
     from harness.yolo.dataset import split_images
 
-    if not path.is_file():
-        return "no such file"
+    why = not_a_file(path)  # a directory or a FIFO is named as what it is, never "no such file"
+    if why is not None:
+        return "no such file" if why == "does not exist" else why
     try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
+        with open(path, "rb") as f:
+            data = f.read(MAX_DATASET_YAML_BYTES + 1)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    whole = len(data) <= MAX_DATASET_YAML_BYTES
+    try:  # an image, an archive, a checkpoint given by mistake is named so, whatever its size
+        text = codecs.getincrementaldecoder("utf-8")().decode(data[:MAX_DATASET_YAML_BYTES], final=whole)
+    except UnicodeDecodeError as e:
+        return f"not a text file (byte 0x{data[e.start]:02x} at offset {e.start} is not UTF-8): not a dataset YAML"
+    if not whole:
+        return f"is over {MAX_DATASET_YAML_BYTES // 2**20} MiB: not a dataset YAML"
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
         return f"not readable YAML ({type(e).__name__}: {str(e).splitlines()[0]})"
     if not isinstance(doc, dict) or "val" not in doc or "names" not in doc:
         return "not an ultralytics dataset YAML (needs `val` and `names`)"
     try:
         images = split_images(path, "val")
-    except (OSError, KeyError) as e:
+    except (OSError, KeyError, TypeError, ValueError) as e:  # TypeError: a `val` or `path` that is no path
         return f"its val split cannot be read ({e})"
     if not images:
         return "its val split has no images"
