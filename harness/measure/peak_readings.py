@@ -10,6 +10,11 @@ bandwidth, each the best of AGAIN_REPS (about a second on a 2-core CPU); and eac
 so far. The record's `roofline.peaks_source` says which readings its peaks are the best of; env.json's `peaks`
 holds the best so far and every reading (`readings`), so the report's roofs are the run's best.
 
+A precision no cell of the run needs (bf16 in a run of fp32 cells) is never read again: its figure is the start's
+one reading, and its `how` says so (`start_only` lists them); where the readings beside the workloads show that the
+start was under load (a figure read again at least LOADED_RATIO times its start's), it says that too, with the
+figures: such a peak is likely low by as much (bf16 read 40x low beside a busy machine).
+
 Never raises: a figure that cannot be read again keeps its best so far.
 """
 
@@ -32,6 +37,12 @@ STATISTIC = (
     "harness.measure.peak_readings); each reading the best of its timed products after a warm-up"
 )
 START = "the run's start"
+#: a figure read again beside a workload at least this many times the start's reading of it says the machine was
+#: slower at the start than it can be: another process's load, or the drift these shared machines show (2x within a
+#: minute); whatever the cause, a figure read only then is low by as much
+LOADED_RATIO = 1.5
+#: what a figure read only at the start has after its `how`
+_START_ONLY = "; read only at the run's start"
 
 
 def _fastest_library(section: dict, prec: str) -> str | None:
@@ -131,7 +142,61 @@ def best_of(peaks: dict, reading: dict, at: str) -> dict:
     if reading["bandwidth"] is not None and reading["bandwidth"] > (section.get("bandwidth") or 0):
         section["bandwidth"] = reading["bandwidth"]
         how["bandwidth"] = f"{reading['how']['bandwidth']}, read beside {at} (the best of the run's readings)"
+    _label_start_only(out, kind)
     return out
+
+
+def _figure(reading: dict, key: str) -> float | None:
+    value = reading.get("bandwidth") if key == "bandwidth" else (reading.get("compute") or {}).get(key)
+    return (
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+    )
+
+
+def start_load(readings: list[dict]) -> tuple[str, float, float] | None:
+    """(figure, the start's reading, the best beside a workload) of the figure read again that rose the most from
+    the start, when it rose at least LOADED_RATIO times: the start was taken under load. None otherwise."""
+    start = next((r for r in readings if r.get("at") == START), None)
+    later = [r for r in readings if r.get("at") != START]
+    if start is None or not later:
+        return None
+    keys = {k for r in later for k in (r.get("compute") or {})} | {"bandwidth"}
+    rises = []
+    for key in sorted(keys):
+        first = _figure(start, key)
+        best = max((v for r in later if (v := _figure(r, key)) is not None), default=None)
+        if first and best and best / first >= LOADED_RATIO:
+            rises.append((best / first, key, first, best))
+    if not rises:
+        return None
+    _, key, first, best = max(rises)
+    return key, first, best
+
+
+def _label_start_only(peaks: dict, kind: str) -> None:
+    """Say in `how` (and list in `start_only`) each figure of `kind` no reading beside a workload took: the start's
+    one reading, and whether the later readings show the start was under load."""
+    section = peaks[kind]
+    readings = [r for r in peaks.get("readings") or [] if r.get("kind") == kind]
+    again = {k for r in readings if r.get("at") != START for k in (r.get("compute") or {})}
+    only = [p for p in section.get("compute") or {} if p not in again]
+    if not only:
+        section.pop("start_only", None)
+        return
+    loaded = start_load(readings)
+    how = section.setdefault("how", {})
+    for prec in only:
+        label = f"{_START_ONLY} (no cell of this run needs {prec}, so it was not read again)"
+        if loaded is not None:
+            key, first, best = loaded
+            unit = "GB/s" if key == "bandwidth" else "G/s"
+            label += (
+                f"; the readings beside the workloads show the machine was under load at the start ({key} "
+                f"{first / 1e9:.4g} then {best / 1e9:.4g} {unit}, {best / first:.1f}x): this figure is likely low "
+                "by as much"
+            )
+        how[prec] = str(how.get(prec) or "").split(_START_ONLY)[0] + label
+    section["start_only"] = {"precisions": only, "start_under_load": loaded is not None}
 
 
 def readings_of(peaks: dict, kind: str) -> int:
