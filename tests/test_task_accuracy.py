@@ -157,7 +157,7 @@ def test_letterbox_geometry_matches_the_harness_letterbox():
     assert abs(xs.min() - (300 * gain + left)) <= 1 and abs(ys.min() - (100 * gain + top)) <= 1
 
 
-def test_a_dataset_of_another_task_is_named_as_such(splits):
+def test_a_dataset_of_another_task_is_named_as_such(splits, monkeypatch):
     seg, cls, obb = (splits[t].dataset for t in ("seg", "cls", "obb"))
     assert task_split.problem(seg, "seg") is None and task_split.problem(cls, "cls") is None
     assert "no kpt_shape" in task_split.problem(seg, "pose")
@@ -165,6 +165,11 @@ def test_a_dataset_of_another_task_is_named_as_such(splits):
     assert task_split.problem(obb, "obb") is None
     assert "classification dataset" in task_split.problem(cls, "seg")
     assert "no class folders" in task_split.problem(seg, "cls")
+    from pathlib import Path
+
+    monkeypatch.chdir(Path(seg).parent.parent)  # a relative path names the same dataset
+    relative = Path(Path(seg).parent.name) / "data.yaml"
+    assert task_split.problem(relative, "seg") is None and task_split.problem(relative, "detect") is None
 
 
 def test_the_record_holds_the_primary_figure_names_it_and_keeps_the_task_figures():

@@ -102,10 +102,10 @@ def problem(data_yaml: Path | str, task: str) -> str | None:
     if not images:
         return "its val split has no images"
     val_dir = _split_dir(data_yaml, doc, "val")
+    nested = all(p.parent.resolve() != val_dir for p in images)
     if task == "cls":
-        nested = all(p.parent != val_dir for p in images)
         return None if nested else "not a classification dataset (its val split has no class folders)"
-    if any(p.parent != val_dir for p in images[:1]):
+    if nested:
         return f"a classification dataset (class folders), not a {task} dataset"
     if task == "pose":
         return None if doc.get("kpt_shape") else "not a pose dataset (its YAML has no kpt_shape)"
