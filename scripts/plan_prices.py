@@ -197,7 +197,10 @@ def run_entries(run: dict) -> tuple[list[tuple[Cell, dict]], list[float], dict[s
             continue  # not in the export phase, or a cache hit: no fresh export to price
         parts = durations.record_parts(rec, floor)
         parts["probe"] = max(0.0, float(s) - parts["export"])
-        parts["_scenarios"] = bool(rec.get("scenarios"))
+        # in the cell's workload: the scenario phase's (after every workload, `measured_for`) costs it nothing
+        parts["_scenarios"] = any(
+            isinstance(v, dict) and "measured_for" not in v for v in (rec.get("scenarios") or {}).values()
+        )
         parts["_run"] = rec.get("run_id")
         parts["_p50_ms"] = (rec.get("latency_ms") or {}).get("p50")  # the budget's speed order of backends
         by_label.setdefault(workload_label(c), []).append((c, parts, rec))
@@ -322,6 +325,7 @@ def build(run_dirs: list[Path], max_time_s: float, extra_dirs: list[Path] = ()) 
         "scenarios_s": round(statistics.median(scen), 3) if scen else 0.0,
         "alone": {k: round(statistics.median(v), 3) if v else PRIORS["alone"][k] for k, v in alone.items()},
         "finish_s": round(float(newest.get("finish_s") or 0.0), 3),
+        "scenario_phase_s": round(float(newest.get("scenario_phase_s") or 0.0), 1),
         "families": families,
         "cells": {key: entry_of(c, p, run_id) for key, (c, p, run_id) in sorted(cells.items())},
         "traced": {key: entry_of(c, p, run_id) for key, (c, p, run_id) in sorted(traced.items())},
@@ -363,6 +367,7 @@ def render(table: dict, command: str) -> str:
         f"scenarios_s: {table['scenarios_s']}",
         f"alone: {dump(table['alone'])}",
         f"finish_s: {table['finish_s']}",
+        f"scenario_phase_s: {table['scenario_phase_s']}",
         "families:",
         *[f"  {k}: {dump(v)}" for k, v in table["families"].items()],
         "cells:",

@@ -374,9 +374,15 @@ def test_the_h100_records_get_a_camera_capacity_on_the_first_screen(tmp_path):
 
 
 def test_the_committed_cpu_sample_gets_a_camera_capacity_on_the_first_screen(tmp_path):
+    """Two answers: the most accurate configuration serving one camera (openvino yolo26n 640, published COCO; only
+    one stream ran for it), and the most cameras (multi-stream at 2 passed at 320, accuracy not known)."""
     index = render_report([SAMPLE], tmp_path)
-    assert "at least 2 cameras at 30 FPS (multi-stream at 2 passed; no search ran)" in _first_screen(index)
-    assert _capacity_entry(index)["pick"]["interval"] == [2, None]
+    screen = _first_screen(index)
+    assert "most cameras: onnxruntime yolo26n 320 fp32 (at least 2 cameras at 30 FPS (multi-stream at 2" in screen
+    entry = _capacity_entry(index)
+    assert entry["most_cameras"]["interval"] == [2, None]
+    assert entry["pick"]["interval"] == [1, None] and entry["pick"]["accuracy_source"].startswith("published")
+    assert entry["pick"]["configuration"]["shape"] == "640" and "320 instead of 640" in entry["most_cameras_gives_up"]
 
 
 def test_the_committed_default_run_with_the_search_gets_its_searched_interval_on_the_first_screen(tmp_path):

@@ -16,6 +16,8 @@ HARNESS = Path(__file__).resolve().parent.parent / "harness"
 
 #: The layers of harness/, lowest first: a module may import its own layer or a lower one. "harness" is the root
 #: package's own modules (__init__.py, offline.py, threads.py); "harness.cli" holds cli.py and __main__.py.
+#: decide/ (a pure function from records to answers) sits below execute/: the scenario phase asks it which
+#: configurations the answers name, rather than restating its rules (harness.execute.scenario_phase).
 LAYERS = (
     ("harness.core",),
     ("harness",),
@@ -25,10 +27,10 @@ LAYERS = (
     ("harness.measure",),
     ("harness.diagnosis",),
     ("harness.scenarios",),
+    ("harness.decide",),
     ("harness.plan",),
     ("harness.execute",),
     ("harness.history",),
-    ("harness.decide",),
     ("harness.report",),
     ("harness.exports",),
     ("harness.pytest_plugin",),

@@ -471,13 +471,13 @@ def test_recommendations_follow_the_records(both):
         )
 
     cpu_ranked = _best(cpu + gpu, lambda r: n640_b1(r) and r.device == "cpu", lambda r: r.latency_ms.p50)
-    rec = doc.one("div", cls="rec", data_key="cpu-edge")
+    rec = doc.one("div", cls="rec", data_key="cpu-edge", data_task="detect")
     assert rec.one("div", cls="winner").attrs["data-cell-id"] == cpu_ranked[0].cell_id
     assert rec.one("div", cls="runner-up").attrs["data-cell-id"] == cpu_ranked[1].cell_id
     assert f"{cpu_ranked[0].latency_ms.p50:.3g}" in rec.one("div", cls="winner").text()
 
     gpu_ranked = _best(gpu, lambda r: n640_b1(r) and r.device == "cuda", lambda r: r.latency_ms.p50)
-    rec = doc.one("div", cls="rec", data_key="gpu-latency")
+    rec = doc.one("div", cls="rec", data_key="gpu-latency", data_task="detect")
     assert rec.one("div", cls="winner").attrs["data-cell-id"] == gpu_ranked[0].cell_id
     assert rec.one("div", cls="runner-up").attrs["data-cell-id"] == gpu_ranked[1].cell_id
 
@@ -486,7 +486,7 @@ def test_recommendations_follow_the_records(both):
         key=lambda r: r.throughput_ips,
     )
     assert (
-        doc.one("div", cls="rec", data_key="gpu-throughput").one("div", cls="winner").attrs["data-cell-id"]
+        doc.one("div", cls="rec", data_key="gpu-throughput", data_task="detect").one("div", cls="winner").attrs["data-cell-id"]
         == thr.cell_id
     )
 
@@ -494,7 +494,7 @@ def test_recommendations_follow_the_records(both):
         (r for r in cpu if r.status == "exported"),
         key=lambda r: -r.ops["delegated"] / (r.ops["delegated"] + r.ops["fallback"]),
     )
-    rec = doc.one("div", cls="rec", data_key="mobile-embedded")
+    rec = doc.one("div", cls="rec", data_key="mobile-embedded", data_task="detect")
     assert rec.one("div", cls="winner").attrs["data-cell-id"] == exported[0].cell_id
     assert rec.one("div", cls="runner-up").attrs["data-cell-id"] == exported[1].cell_id
 
@@ -509,7 +509,7 @@ def test_overlapping_p50_intervals_render_as_a_tie(tmp_path):
     ov.samples_ms = [v * 0.999 for v in ort.samples_ms]
     ov.latency_ms = dataclasses.replace(ort.latency_ms, p50=ort.latency_ms.p50 * 0.999)
     write_records(run, recs)
-    rec = parse(render_report([run], tmp_path / "reports")).one("div", cls="rec", data_key="cpu-edge")
+    rec = parse(render_report([run], tmp_path / "reports")).one("div", cls="rec", data_key="cpu-edge", data_task="detect")
     assert not rec.all("div", cls="winner") and not rec.all("div", cls="runner-up")
     tied = rec.one("div", cls="tied")
     assert "Tied, no winner" in tied.text() and "overlap" in tied.text()
@@ -519,10 +519,10 @@ def test_overlapping_p50_intervals_render_as_a_tie(tmp_path):
 def test_gpu_recommendations_say_none_qualifies_on_a_cpu_only_run(cpu_only):
     _, doc = cpu_only
     for key in ("gpu-latency", "gpu-throughput"):
-        rec = doc.one("div", cls="rec", data_key=key)
+        rec = doc.one("div", cls="rec", data_key=key, data_task="detect")
         assert not rec.all("div", cls="winner")
         assert "GPU" in rec.one("div", cls="none").text()
-    assert doc.one("div", cls="rec", data_key="cpu-edge").all("div", cls="winner")
+    assert doc.one("div", cls="rec", data_key="cpu-edge", data_task="detect").all("div", cls="winner")
 
 
 # -- claims --------------------------------------------------------------------------------------------------
@@ -613,7 +613,7 @@ def test_hostile_strings_everywhere_stay_text(tmp_path):
     doc = parse(render_report([run], tmp_path / "reports"))
     assert not doc.all("script") and not doc.all("img")
     assert (
-        doc.one("div", cls="rec", data_key="cpu-edge").one("div", cls="winner").one("b").text()
+        doc.one("div", cls="rec", data_key="cpu-edge", data_task="detect").one("div", cls="winner").one("b").text()
         == "openvino" + evil
     )
     assert any(evil in t.text() for t in doc.one("figure", data_plot="latency-gflops").all("text"))
@@ -881,9 +881,9 @@ def test_share_of_peak_column_roofline_section_and_pick_lines_read_the_runs_peak
         assert _row(cpu_only[1], "latency", rec.cell_id)["peak_share"].text().startswith("n/a")
         shown += 1
     assert shown >= 3
-    winner = doc.one("div", cls="rec", data_key="cpu-edge").one("div", cls="winner")
+    winner = doc.one("div", cls="rec", data_key="cpu-edge", data_task="detect").one("div", cls="winner")
     assert "of this machine's roofline bound" in winner.one("div", cls="roofline").text()
-    before = cpu_only[1].one("div", cls="rec", data_key="cpu-edge").one("div", cls="winner")
+    before = cpu_only[1].one("div", cls="rec", data_key="cpu-edge", data_task="detect").one("div", cls="winner")
     no_peaks = "the machine's limit is not known: " + NO_PEAKS.split(" (")[0]
     assert no_peaks in before.one("div", cls="roofline").text()
     for page, has_peak in ((index, True), (cpu_only[0], False)):

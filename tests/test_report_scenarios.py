@@ -383,7 +383,7 @@ def test_memory_cap_rejects_the_fastest_and_is_said_on_the_first_screen(tmp_path
     cap = best.memory.host_peak_rss_mib - 1
     assert main([str(run), "-o", str(tmp_path / "out"), "--memory-cap", f"{cap}", "-q"]) == 0
     doc = parse(tmp_path / "out" / "latest" / "index.html")
-    camera = doc.one("div", cls="rec", data_key="camera")
+    camera = doc.one("div", cls="rec", data_key="camera", data_task="detect")
     rejected = camera.one("li", data_cell_id=best.cell_id, data_constraint="memory cap")
     assert "over the" in rejected.text() and "MiB cap" in rejected.text()
     answer = doc.one("table", cls="decision").one("tr", data_key="camera").one("td", cls="answer")
@@ -407,7 +407,7 @@ def test_a_run_without_scenarios_says_the_use_cases_were_not_measured(tmp_path):
     assert "no scenario records in this run" in row.text()
     for key in ("camera", "camera-capacity", "server", "offline"):
         assert key not in rows
-        rec = doc.one("div", cls="rec", data_key=key)
+        rec = doc.one("div", cls="rec", data_key=key, data_task="detect")
         assert rec.attrs["data-measured"] == "no" and "not measured" in rec.one("div", cls="none").text()
     # the model-only answer stands in, as before the scenarios
     assert rows["cpu-edge"].one("td", cls="answer").attrs["data-state"] in ("pick", "tied")

@@ -227,7 +227,7 @@ def test_scenario_options_are_checked_before_work():
     def opt_of(**kw):
         return lambda name: kw.get(name)
 
-    assert options.scenario_mode(opt_of(), "default") == "screen"
+    assert options.scenario_mode(opt_of(), "default") == "decision"
     assert options.scenario_mode(opt_of(scenarios="n640"), "default") == "n640"
     assert options.scenario_mode(opt_of(), "nightly") == "all"
     assert options.scenario_mode(opt_of(scenarios="none"), "nightly") == "none"

@@ -119,6 +119,7 @@ _ALL = (
     Number("--timing-episodes", True, 1, 20),
     Number("--accuracy-images", True, 1, 100_000, unit="images"),
     Number("--seed", True, 0, MAX_SEED),
+    Number("--scenario-budget", False, 0, 7 * 24 * 3600.0, unit="s"),
     # the suite and `report` (the decision's constraints; the suite forwards them to the report it renders)
     Number("--server-bound-ms", False, 0, 3_600_000.0, strict=True, unit="ms"),
     Number("--camera-fps", False, 0, 10_000.0, strict=True, unit="fps"),
@@ -137,11 +138,11 @@ _ALL = (
 #: flag -> declaration, every numeric option of every command
 NUMBERS: dict[str, Number] = {n.flag: n for n in _ALL}
 #: the suite's numeric options (pytest suites/ ...)
-SUITE = _ALL[:15]
+SUITE = _ALL[:16]
 #: the options `report` shares with the suite
-REPORT = _ALL[10:15]
+REPORT = _ALL[11:16]
 #: `compare`'s
-COMPARE = _ALL[15:]
+COMPARE = _ALL[16:]
 
 
 def number(flag: str) -> Number:

@@ -98,19 +98,40 @@ class RecordWriter:
     def write(self, rec: CellRecord) -> CellRecord:
         """Append `rec` and return it as written: a NaN or infinite figure nulled with its reason
         (record.check_finite), a value JSON cannot hold (a Path, a numpy scalar) as its str()."""
-        data = record_to_dict(rec)
-        check_finite(data)  # NaN or infinite figures become null with a reason, never a silent NULL
-        if data["status"] not in STATUSES:
-            raise ValueError(f"record {rec.cell_id}: unknown status {data['status']!r}")
-        # read back through CellRecord (harness.core.record_codec): a value of the wrong type fails here, loudly
-        written = record_from_dict(json.loads(json.dumps(data, allow_nan=False, default=str)), migrate=False)
-        line = (record_to_json(written) + "\n").encode("utf-8")
+        written, line = _as_line(rec)
         try:
             with _locked(self._lock_path):
                 self._append(line)
         except OSError as e:
             raise RecordWriteError(
                 f"cannot write the record of {rec.cell_id} to {self.path}: {_os_error(e)}; kept: {self._kept()}"
+            ) from e
+        return written
+
+    def replace(self, rec: CellRecord) -> CellRecord:
+        """Put `rec` in place of the cell's own record (its last one; not a remedy attempt's) in cells.jsonl, the
+        file rewritten whole and renamed over the old one (a kill leaves the old file or the new, never half), and
+        return it as written. The scenario phase adds what it measured this way, after the cell was recorded
+        (harness.execute.scenario_phase). A cell with no record in the file is a ValueError."""
+        written, line = _as_line(rec)
+        try:
+            with _locked(self._lock_path):
+                lines = self.path.read_bytes().splitlines(keepends=True) if self.path.is_file() else []
+                mine = [
+                    n
+                    for n, old in enumerate(lines)
+                    if (d := _parse(old)) is not None
+                    and d.get("cell_id") == rec.cell_id
+                    and not d.get("remedy")
+                ]
+                if not mine:
+                    raise ValueError(f"{self.path}: no record of {rec.cell_id} to replace")
+                lines[mine[-1]] = line
+                write_bytes_atomic(self.path, b"".join(lines))
+                self._clean_size = None
+        except OSError as e:
+            raise RecordWriteError(
+                f"cannot rewrite the record of {rec.cell_id} in {self.path}: {_os_error(e)}; kept: {self._kept()}"
             ) from e
         return written
 
@@ -189,6 +210,18 @@ class RecordWriter:
             + (f", {others}" if others else "")
             + (f" in {self.run_dir}")
         )
+
+
+def _as_line(rec: CellRecord) -> tuple[CellRecord, bytes]:
+    """`rec` as it will be read back, and its line: a NaN or infinite figure nulled with its reason
+    (record.check_finite), a value JSON cannot hold as its str(), an unknown status refused."""
+    data = record_to_dict(rec)
+    check_finite(data)  # NaN or infinite figures become null with a reason, never a silent NULL
+    if data["status"] not in STATUSES:
+        raise ValueError(f"record {rec.cell_id}: unknown status {data['status']!r}")
+    # read back through CellRecord (harness.core.record_codec): a value of the wrong type fails here, loudly
+    written = record_from_dict(json.loads(json.dumps(data, allow_nan=False, default=str)), migrate=False)
+    return written, (record_to_json(written) + "\n").encode("utf-8")
 
 
 @contextlib.contextmanager

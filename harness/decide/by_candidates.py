@@ -28,6 +28,7 @@ from harness.decide.candidates import (
     fmt,
     interval_text,
     screen_factor,
+    screened_words,
     server_figure,
 )
 from harness.decide.entries import entry
@@ -154,6 +155,13 @@ def decide(
     sign = -1.0 if case.higher_is_better else 1.0
     ranked = sorted(passing, key=lambda s: (sign * s.fig.value, str(s.cand.rec.cell_id)))
     n = len(ranked) + len({id(m.scored) for m in dec.misses})
+    if case.accuracy_first:
+        scale_now = most_accurate.scale(ranked) if ranked else None
+        best = most_accurate.most_accurate(ranked)[0][:1] if ranked else []
+        limit = case.limit_ms(cons) if case.limit_ms is not None else server_bound(cons, ctx)
+        dec.screened_out = most_accurate.screened_out(
+            dec.misses, best[0] if best else None, own_name(case), scale_now, limit
+        )
     if not ranked:
         dec.nearest = nearest_miss(dec)
         if n:
@@ -198,13 +206,18 @@ def _ladder(dec: CandidateDecision, ctx: dict) -> None:
         dec.ladder_line = ladder.line(dec.ladder, "server", f"the {fmt(bound)} ms bound unloaded")
 
 
+def own_name(case: CandidateCase) -> str:
+    """The name a rejection by the use case's own constraint carries."""
+    return case.own_name or ("frame time" if case.key == "camera" else "p99 bound")
+
+
 def _misses(case: CandidateCase, s: Scored, cons: Constraints) -> list[Miss]:
     rec, out = s.cand.rec, []
     for r in cons.failures(rec):
         out.append(Miss(s, r, _shortfall(r, rec, cons)))
     own = case.own(s.fig, cons)
     if own:
-        name = case.own_name or ("frame time" if case.key == "camera" else "p99 bound")
+        name = own_name(case)
         out.append(Miss(s, rejection(rec, name, own[0]), own[1]))
     got = case.check(rec, cons) if case.check is not None else None
     if got:
@@ -287,9 +300,8 @@ def figure_words(s: Scored) -> str:
     `e2e p90 14.6 ms [14.1-15.4] (the p90 decided: the p99, 15.6 ms, has no upper bound at 190 queries)`."""
     of = f"{s.fig.interval_of} " if s.fig.interval_of else ""
     said = f" ({s.fig.said})" if s.fig.said else ""
-    return f"{s.fig.text} [{of}{interval_text(s.fig.interval)}]{said}" + (
-        " (screened)" if s.fig.source == SCREEN else ""
-    )
+    shown = f" [{of}{interval_text(s.fig.interval)}]" if s.fig.interval_shown else ""
+    return f"{s.fig.text}{shown}{said}" + screened_words(s.fig)
 
 
 def _numbers(s: Scored) -> str:

@@ -91,6 +91,9 @@ class CandidateDecision:
     #: the machine's size ladder (harness.decide.ladder.Rung) and its largest size keeping this use case's bound
     ladder: list = field(default_factory=list)
     ladder_line: str = ""
+    #: the most accurate candidate that only its screened figure keeps from meeting the bound, where more accurate
+    #: than the pick: its scenario decides whether it meets it (harness.decide.most_accurate.screened_out)
+    screened_out: Scored | None = None
 
     @property
     def key(self) -> str:

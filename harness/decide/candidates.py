@@ -20,7 +20,7 @@ from harness.core.record import CellRecord
 from harness.decide.accuracy import Accuracy, accuracy_of
 from harness.decide.index import RunIndex, export_only_backends
 from harness.decide.load import finite, number, stat
-from harness.decide.scenario_results import percentile_label, result, span
+from harness.decide.scenario_results import measured, not_measured_why, percentile_label, result, span
 from harness.measure.stats import Interval
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,15 @@ class Figure:
     #: the value the use case's limit is judged on where the figure shown is another statistic (the e2e p99 a
     #: camera must keep within the frame time, beside the p90 that ranks it); None: `value` itself
     judged: float | None = None
+    #: a screened figure: why its scenario did not measure it, in words ("not measured by single-stream: ...");
+    #: said beside the figure wherever it is shown
+    why: str = ""
+    #: whether the first screen shows `interval` beside the figure: not for a screened rate, whose interval is an
+    #: estimate's (its text gives the e2e p50's own interval instead)
+    interval_shown: bool = True
+    #: a screened latency figure: the least the statistic its limit is judged on can be, from what was measured
+    #: (the e2e p90, or p50, under a screened p99): a screen whose floor is over the limit rejects for certain
+    floor: float | None = None
 
     @property
     def limit_value(self) -> float:
@@ -72,11 +81,19 @@ class Candidate:
     def min_side(self) -> int:
         return min(int(self.rec.height or 0), int(self.rec.width or 0))
 
+    @property
+    def model(self) -> str:
+        """The ultralytics model name (`yolo26n`, `yolo26n-seg`), with its head where the machine ran both heads of
+        the task (they compete: the pick says which)."""
+        r = self.rec
+        name = f"yolo26{r.size}" + ("" if r.task == "detect" else f"-{r.task}")
+        return f"{name} {r.head}" if len(self.idx.heads(str(r.task))) > 1 else name
+
     def config(self) -> dict:
         """The configuration, as decision.json names it."""
         r = self.rec
         return {
-            "model": f"yolo26{r.size}",
+            "model": f"yolo26{r.size}" + ("" if r.task == "detect" else f"-{r.task}"),
             "size": r.size,
             "task": r.task,
             "head": r.head,
@@ -90,7 +107,7 @@ class Candidate:
 
     def label(self) -> str:
         r = self.rec
-        return f"yolo26{r.size} {self.shape} {r.precision_requested} · {r.backend}/{r.device}" + (
+        return f"{self.model} {self.shape} {r.precision_requested} · {r.backend}/{r.device}" + (
             f" · batch {r.batch}" if r.batch != 1 else ""
         )
 
@@ -98,7 +115,7 @@ class Candidate:
         """The configuration less its backend and device (said beside it)."""
         r = self.rec
         batch = f" batch {r.batch}" if r.batch != 1 else ""
-        return f"yolo26{r.size} {self.shape} {r.precision_requested}{batch}"
+        return f"{self.model} {self.shape} {r.precision_requested}{batch}"
 
     def memory_mib(self) -> float | None:
         return finite(self.rec.memory.host_peak_rss_mib) if self.rec.memory else None
@@ -144,11 +161,25 @@ def e2e_p50_interval(rec: CellRecord) -> Interval | None:
     return None
 
 
+def screened_words(fig: Figure) -> str:
+    """What follows a figure wherever it is shown: nothing for a scenario's measurement, else why it is not one."""
+    if fig.source != SCREEN:
+        return ""
+    return f" ({fig.why})" if fig.why else " (screened)"
+
+
+def unmeasured(rec: CellRecord, scenario: str) -> str:
+    """A screened figure's words: `not measured by single-stream: <why>` (the first clause of the record's reason;
+    the whole of it is in the figure's note)."""
+    return f"not measured by {scenario}: {not_measured_why(rec, scenario).split(';')[0]}"
+
+
 # -- camera --------------------------------------------------------------------------------------------------------
 def camera_figure(rec: CellRecord) -> Figure | None:
     """The e2e p99 at batch 1: the single-stream scenario's, else screened from `latency_e2e_ms` (its p99 where
     recorded, else its slowest round, which a p99 of that many rounds cannot exceed)."""
-    res = result(rec, "single-stream")
+    # LoadGen's single-stream run only: the end-to-end timing's own summary is screened below, and says so
+    res = result(rec, "single-stream") if measured(rec, "single-stream") else None
     lat = rec.latency_e2e_ms
     low = stat(lat, "p90") or stat(lat, "p50")
     worst = stat(lat, "max")
@@ -187,13 +218,21 @@ def camera_figure(rec: CellRecord) -> Figure | None:
     p99 = stat(lat, "p99")
     if p99 is not None:  # enough rounds for a p99 of the end-to-end timing itself
         iv = Interval(low, worst) if low is not None and worst is not None and low <= p99 <= worst else None
-        note = "screened: no single-stream result; the e2e p99 of the record's end-to-end timing"
-        return Figure(p99, iv, f"e2e p99 {fmt(p99)} ms", ranged if iv else "no interval", SCREEN, note)
+        note = (
+            f"screened: no single-stream result ({not_measured_why(rec, 'single-stream')}); the e2e p99 of the "
+            "record's end-to-end timing"
+        )
+        return Figure(p99, iv, f"e2e p99 {fmt(p99)} ms", ranged if iv else "no interval", SCREEN, note,
+                      why=unmeasured(rec, "single-stream"), floor=low)  # fmt: skip
     if worst is None:
         return None
     iv = Interval(low, worst) if low is not None and low <= worst else None
-    note = f"screened: no single-stream p99; the slowest of {rounds} end-to-end rounds stands in for it"
-    return Figure(worst, iv, f"slowest of {rounds} e2e rounds {fmt(worst)} ms", ranged, SCREEN, note)
+    note = (
+        f"screened: no single-stream p99 ({not_measured_why(rec, 'single-stream')}); the slowest of {rounds} "
+        "end-to-end rounds stands in for it"
+    )
+    return Figure(worst, iv, f"slowest of {rounds} e2e rounds {fmt(worst)} ms", ranged, SCREEN, note,
+                  why=unmeasured(rec, "single-stream"), floor=low)  # fmt: skip
 
 
 # -- rates (server, offline): screened from the e2e p50, scaled by what the machine measured ---------------------
@@ -222,7 +261,9 @@ def screen_factor(cells: list[CellRecord], scenario: str) -> tuple[float, str]:
     )
 
 
-def _rate_screen(rec: CellRecord, factor: tuple[float, str], unit: str, what: str) -> Figure | None:
+def _rate_screen(rec: CellRecord, factor: tuple[float, str], what: str) -> Figure | None:
+    """A rate the scenario did not measure: ranked by an estimate from the e2e p50 (`value`, the order it takes
+    among the candidates), shown as not measured with why, never as a rate (the estimate's rule is in the note)."""
     b2b = _back_to_back(rec)
     if b2b is None:
         return None
@@ -230,8 +271,9 @@ def _rate_screen(rec: CellRecord, factor: tuple[float, str], unit: str, what: st
     p50 = e2e(rec, "p50") or 0.0
     iv = _scaled(e2e_p50_interval(rec), p50, value)
     how = "derived from the e2e p50's 95% interval (a rate is inversely proportional to it)"
-    note = f"screened: no {what} result; estimated as {factor[1]}"
-    return Figure(value, iv, f"{fmt(value)} {unit} (screen)", how, SCREEN, note)
+    note = f"screened: no {what} result ({not_measured_why(rec, what)}); ranked by an estimate, {factor[1]}"
+    text = f"no {what} rate: e2e p50 {fmt(p50)} ms [{interval_text(e2e_p50_interval(rec))}]"
+    return Figure(value, iv, text, how, SCREEN, note, why=unmeasured(rec, what), interval_shown=False)
 
 
 def server_figure(rec: CellRecord, bound_ms: float | None, factor: tuple[float, str]) -> Figure | None:
@@ -252,16 +294,11 @@ def server_figure(rec: CellRecord, bound_ms: float | None, factor: tuple[float, 
     worst = e2e(rec, "p99") or e2e(rec, "max")
     if worst is not None and bound_ms is not None and worst > bound_ms:  # over the bound even with no queue
         said = "e2e p99" if e2e(rec, "p99") is not None else "slowest e2e round"
-        text = f"{said} {fmt(worst)} ms over the {fmt(bound_ms)} ms bound with no queueing (screen)"
-        note = "screened: no server result; its end-to-end timing alone exceeds the bound"
-        return Figure(0.0, None, text, "no rate: the bound fails before any load", SCREEN, note)
-    fig = _rate_screen(rec, factor, "q/s", "server")
-    if fig is None:
-        return None
-    return Figure(
-        fig.value, fig.interval, fig.text.replace("(screen)", f"at p99 ≤ {fmt(bound_ms or 0)} ms (screen)"),
-        fig.interval_how, SCREEN, fig.note,
-    )  # fmt: skip
+        text = f"{said} {fmt(worst)} ms over the {fmt(bound_ms)} ms bound with no queueing"
+        note = f"screened: no server result ({not_measured_why(rec, 'server')}); its end-to-end timing alone exceeds the bound"
+        return Figure(0.0, None, text, "no rate: the bound fails before any load", SCREEN, note,
+                      why=unmeasured(rec, "server"), floor=e2e(rec, "p50"))  # fmt: skip
+    return _rate_screen(rec, factor, "server")
 
 
 def _redecided(res: dict, bound_ms: float) -> Figure:
@@ -300,5 +337,4 @@ def offline_figure(rec: CellRecord, factor: tuple[float, str]) -> Figure | None:
         b, c = number(res or {}, "batch"), number(res or {}, "concurrency")
         at = f" at batch {int(b)} × {int(c)} concurrent" if b and c else ""
         return Figure(value, iv, f"{fmt(value)} img/s{at}", how, SCENARIO, "offline scenario")
-    fig = _rate_screen(rec, factor, "img/s", "offline")
-    return fig
+    return _rate_screen(rec, factor, "offline")

@@ -1,7 +1,7 @@
 """The decision: every registered use case answered on the rendered machines, as data (no HTML).
 
 `decide(indexes, cons)` asks each use case of the registry (harness.decide.registry), in page order, for its
-answers; the `Decision` holds them (what the page renders) and decision.json's entries (what CI and dashboards read).
+answers, per task (harness.decide.tasks); the `Decision` holds them (what the page renders) and decision.json's entries (what CI and dashboards read).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 import logging
 from dataclasses import dataclass
 
-from harness.decide import roofline
+from harness.decide import roofline, tasks
 from harness.decide.index import RunIndex
 from harness.decide.picks import Constraints, UseCaseAnswer
 from harness.decide.registry import use_cases
@@ -37,9 +37,17 @@ class Decision:
 
 
 def decide(indexes: list[RunIndex], cons: Constraints | None = None) -> Decision:
-    """Every registered use case on `indexes` under `cons` (the default constraints when None)."""
+    """Every registered use case on `indexes` under `cons` (the default constraints when None), per task the runs
+    hold (harness.decide.tasks: a use case never compares one task's cells with another's)."""
     cons = cons or Constraints()
-    outcomes = [o for case in use_cases() for o in case.decide(indexes, cons)]
+    groups = tasks.split(indexes)
+    several = len(groups) > 1
+    outcomes = [
+        tasks.tagged(o, task, several)
+        for case in use_cases()
+        for task, idxs in groups
+        for o in case.decide(idxs, cons)
+    ]
     # each pick says how far from its machine's limit it runs, in words and in decision.json (harness.decide.roofline)
     answers, entries = roofline.annotate(
         tuple(o.answer for o in outcomes), tuple(o.entry for o in outcomes if o.entry is not None), indexes

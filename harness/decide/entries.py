@@ -101,6 +101,7 @@ def _two_answers(dec: CandidateDecision) -> dict:
         "at_limit": dec.at_limit or None,
         "with_margin": _scored(dec.with_margin) if dec.with_margin else None,
         "largest_fitting": dec.ladder_line or None,
+        "screened_out": _scored(dec.screened_out) if dec.screened_out else None,
         "ladder": [r.as_dict() for r in dec.ladder],
     }
 

@@ -78,6 +78,7 @@ class RunIndex:
     remedies: dict[str, list[CellRecord]] = field(default_factory=dict)
     by_id: dict[str, CellRecord] = field(default_factory=dict)
     _eager: dict[tuple, CellRecord] = field(default_factory=dict)
+    _heads: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, run: Run, position: int) -> RunIndex:
@@ -117,6 +118,32 @@ class RunIndex:
     def all_records(self) -> list[CellRecord]:
         """Cells and remedy attempts together."""
         return self.cells + [r for rs in self.remedies.values() for r in rs]
+
+    def tasks(self) -> tuple[str, ...]:
+        """The tasks of the machine's cells, in the axis' order (detect first)."""
+        return tuple(sorted({str(r.task) for r in self.cells}, key=lambda t: order_key(t, TASKS)))
+
+    def heads(self, task: str) -> frozenset[str]:
+        """The heads of the machine's cells of `task` that ran ok (both: a pick says which it is)."""
+        if task not in self._heads:
+            self._heads[task] = frozenset(
+                str(r.head) for r in self.cells if r.task == task and r.status == "ok"
+            )
+        return self._heads[task]
+
+    def of_task(self, task: str) -> RunIndex:
+        """The machine's cells of one task, as an index of their own (the same run and position): a use case never
+        compares a classifier with a detector."""
+        cells = [r for r in self.cells if r.task == task]
+        ids = {str(r.cell_id) for r in cells}
+        return RunIndex(
+            run=self.run,
+            position=self.position,
+            cells=cells,
+            remedies={k: v for k, v in self.remedies.items() if k in ids},
+            by_id={k: v for k, v in self.by_id.items() if k in ids},
+            _eager={k: v for k, v in self._eager.items() if v.task == task},
+        )
 
 
 def index_runs(runs: list[Run]) -> list[RunIndex]:

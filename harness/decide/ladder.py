@@ -10,7 +10,14 @@ import logging
 from dataclasses import dataclass
 
 from harness.core.axes import SIZES
-from harness.decide.candidates import Candidate, Figure, camera_figure, candidates, interval_text
+from harness.decide.candidates import (
+    Candidate,
+    Figure,
+    camera_figure,
+    candidates,
+    interval_text,
+    screened_words,
+)
 from harness.decide.index import RunIndex
 from harness.decide.picks import Constraints
 
@@ -40,7 +47,7 @@ class Rung:
 
 
 def _figure_words(fig: Figure) -> str:
-    return f"{fig.text} [{interval_text(fig.interval)}]" + (" (screened)" if fig.source == "screen" else "")
+    return f"{fig.text} [{interval_text(fig.interval)}]" + screened_words(fig)
 
 
 def _order(c: Candidate) -> tuple:
@@ -53,7 +60,7 @@ def rungs(idx: RunIndex, cons: Constraints, server_bound_ms: float) -> list[Rung
     frame = 1000.0 / cons.camera_fps * cons.headroom
     best: dict[tuple[str, str], tuple[Candidate, Figure]] = {}
     for c in candidates(idx):
-        if c.rec.batch != 1 or c.min_side > REFERENCE_SIDE or c.rec.task != "detect" or cons.failures(c.rec):
+        if c.rec.batch != 1 or c.min_side > REFERENCE_SIDE or cons.failures(c.rec):
             continue
         fig = camera_figure(c.rec)
         if fig is None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 
 from harness.decide.accuracy import MEASURED, PUBLISHED, TO_MEASURE
-from harness.decide.candidate_types import CandidateDecision, Scored
+from harness.decide.candidate_types import CandidateDecision, Miss, Scored
+from harness.decide.candidates import SCREEN
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,38 @@ def most_accurate(ranked: list[Scored]) -> tuple[list[Scored], str | None]:
         for s in ordered
         if s.cand.accuracy.source == on and (s.cand.accuracy.value or 0.0) >= best * (1 - ACCURACY_TIE)
     ], on
+
+
+def screened_out(
+    misses: list[Miss], pick: Scored | None, own: str, on: str | None, limit: float
+) -> Scored | None:
+    """The most accurate candidate rejected by the use case's own constraint alone (`own`), on a figure screened
+    from its end-to-end timing (a stand-in for the scenario's, which may pass: its floor, the e2e p90 under a
+    screened p99, within `limit`), and more accurate than the most accurate candidate meeting the bound (`pick`, on
+    scale `on`; any of known accuracy where none meets it or none of those has a known accuracy): the scenario phase
+    measures it, since its scenario could change the answer."""
+    by_cand: dict[int, list[Miss]] = {}
+    for m in misses:
+        by_cand.setdefault(id(m.scored), []).append(m)
+    pool = [
+        ms[0].scored
+        for ms in by_cand.values()
+        if ms[0].scored.fig.source == SCREEN
+        and all(m.rejection.constraint == own for m in ms)
+        and (ms[0].scored.fig.floor is None or ms[0].scored.fig.floor <= limit)
+    ]
+    on = on or scale(pool)
+    floor = pick.cand.accuracy.value if pick is not None and pick.cand.accuracy.source == on else None
+    better = [
+        s
+        for s in pool
+        if on is not None
+        and s.cand.accuracy.source == on
+        and s.cand.accuracy.value
+        and (floor is None or s.cand.accuracy.value > floor * (1 + ACCURACY_TIE))
+    ]
+    return min(better, key=lambda s: (-(s.cand.accuracy.value or 0.0), s.fig.limit_value, str(s.cand.rec.cell_id)),
+               default=None)  # fmt: skip
 
 
 def _config_words(s: Scored) -> dict[str, str]:

@@ -95,6 +95,10 @@ class UseCaseAnswer:
     # is not the pick and what it gives up; the pick at the limit, and the next with margin; the size ladder
     faster: Pick | None = None
     gives_up: str | None = None
+    #: how the first screen names `faster`: the fastest that meets the bound, or the one serving the most cameras
+    faster_words: str = "fastest that meets it"
+    #: the task whose cells the answer compared (harness.decide.tasks); None: no cell
+    task: str | None = None
     at_limit: str | None = None
     with_margin: Pick | None = None
     ladder_line: str | None = None
@@ -106,6 +110,7 @@ class UseCaseAnswer:
 
         return {
             "key": self.key,
+            "task": self.task,
             "title": self.title,
             "criterion": self.criterion,
             "constraint": self.constraint,
@@ -124,6 +129,7 @@ class UseCaseAnswer:
             "nearest_miss": self.nearest_miss,
             "screened": self.screened,
             "faster": pick(self.faster),
+            "faster_words": self.faster_words,
             "gives_up": self.gives_up,
             "at_limit": self.at_limit,
             "with_margin": pick(self.with_margin),

@@ -31,6 +31,22 @@ def result(rec: CellRecord, name: str) -> dict | None:
     return None
 
 
+def measured(rec: CellRecord, name: str) -> bool:
+    """Whether the record holds a result of scenario `name` that the scenario itself produced (LoadGen's, or the
+    camera search's), whatever its verdict: the end-to-end timing's own single-stream summary
+    (`scenario_result`) does not count."""
+    every = rec.scenarios
+    return isinstance(every, dict) and isinstance(every.get(name), dict)
+
+
+def not_measured_why(rec: CellRecord, name: str) -> str:
+    """Why the record has no result of scenario `name`: the reason it recorded (the scenario phase's, e.g. "not
+    measured within the budget"), else that it has none."""
+    reasons = rec.null_reasons or {}
+    why = reasons.get(f"scenarios.{name}") or reasons.get("scenarios")
+    return str(why) if why else f"no {name} result in the record"
+
+
 def has_any(rec: CellRecord) -> bool:
     """Whether the record carries any scenario result (a record from before the scenarios has none)."""
     return any(result(rec, name) is not None for name in SCENARIOS)

@@ -9,6 +9,9 @@ from harness.measure.interleave import RoundsPolicy
 from harness.threads import physical_cores
 from harness.yolo.dynamic import DEFAULT_RANGE, SWEEP
 
+#: --scenarios' default: the scenario phase measures what the decision's answers name (harness.execute.scenario_phase)
+DECISION = "decision"
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -80,9 +83,14 @@ class RunConfig:
     #: seconds of end-to-end pairs per runner worth the 20 pairs p90 needs; slower workloads time 10 pairs
     #: (harness.execute.usecase.e2e_min_pairs)
     e2e_p90_budget_s: float = 4.0
-    #: which cells run the scenarios: "screen" (the timing phase's fastest, harness.execute.screen), "n640"
-    #: (yolo26n at 640, batch 1), "all", "none" (--scenarios)
-    scenarios: str = "screen"
+    #: which cells run the scenarios: "decision" (the scenario phase measures what the decision's answers name,
+    #: harness.execute.scenario_phase), "n640" (yolo26n at 640, batch 1), "all", "none" (--scenarios)
+    scenarios: str = "decision"
+    #: whether the scenario phase runs after the workloads (the suite's session sets it; without it, "decision"
+    #: runs the scenarios in the workload of yolo26n at 640, batch 1, as "n640" does)
+    scenario_phase: bool = False
+    #: the seconds the scenario phase may spend (a measurement under way finishes; --scenario-budget)
+    scenario_budget_s: float = 240.0
     #: the server scenario's latency bound (--server-bound-ms), at the durations' percentile
     server_bound_ms: float = 100.0
     #: the frame rate of the camera-capacity search (--camera-fps): how many cameras a cell serves at it

@@ -16,13 +16,15 @@ from harness import backends
 from harness.core.cell import Cell
 from harness.core.record import FAILED_STATUSES, CellRecord
 from harness.core.results_dir import RecordWriter
+from harness.decide.picks import Constraints
 from harness.diagnosis.outcome import ExportOutcome
-from harness.execute import attempt, workload
+from harness.execute import attempt, scenario_phase, workload
 from harness.execute.config import RunConfig
 from harness.execute.exporting import export_artifact
 from harness.execute.measuring import canary_reason
 from harness.execute.memory_cache import MemoryCache
 from harness.execute.recording import finish
+from harness.execute.scenario_phase import PhaseLog
 from harness.execute.services import DATASET_DIR_ENV, RunServices, RunState, open_run
 from harness.execute.stages import Pipeline, pipeline
 from harness.execute.state import Attempt, AttemptState
@@ -77,6 +79,11 @@ class CellRunner:
         episodes = 1 if self.config.rounds is not None else max(1, self.config.episodes)
         if episodes > 1:
             workload.time_all(cells, episodes, self.services, self.run, self.stages)
+
+    def measure_decision(self, cons: Constraints, budget_s: float) -> PhaseLog:
+        """The scenario phase: decide on the run's records, measure what the answers lack, decide again, within
+        `budget_s` seconds (harness.execute.scenario_phase)."""
+        return scenario_phase.run_phase(self.services, self.stages, cons, budget_s)
 
     def preload(self, cells: list[Cell]) -> None:
         """Import the runtimes of every planned backend up front (their probes do), so that no cell's memory

@@ -2,7 +2,7 @@
 
 `RunServices` is frozen: what every attempt of the run shares (config, progress line, record writer, export cache,
 memory cache, checkpoints, PyTorch references, evaluation data, drift canary). `RunState` holds what the run learns
-as it goes (attempts the export phase prepared, workloads the timing phase timed, the scenario screen, why the run
+as it goes (attempts the export phase prepared, workloads the timing phase timed, why the run
 must stop). A stage is handed the collaborators it uses, never the whole of either (harness.execute.stages wires
 them).
 """
@@ -132,8 +132,6 @@ class RunState:
     prepared: dict[str, AttemptState] = field(default_factory=dict)
     #: workloads the timing phase loaded and timed: label -> (their attempts, the ready ones)
     timed_workloads: dict[str, tuple[list[AttemptState], list[AttemptState]]] = field(default_factory=dict)
-    #: the timing phase's screen for the scenarios (harness.execute.screen): cell id -> None (kept) or why not
-    scenario_screen: dict[str, str | None] | None = None
     #: why the run must stop after the records in hand are written (an export met a full disk)
     stop_reason: str | None = None
     #: export cache entries --refresh-cache has exported again in this run

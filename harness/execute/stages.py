@@ -77,8 +77,7 @@ class Pipeline:
 
 
 def pipeline(services: RunServices, run: RunState) -> Pipeline:
-    """The run's stages, each bound to the collaborators it uses (`run` is read when a stage runs: the scenario
-    screen is set by the timing phase, after the export phase's stages ran)."""
+    """The run's stages, each bound to the collaborators it uses (`run` is read when a stage runs)."""
     cfg, say = services.config, services.progress
     cache, data, refs = services.cache, services.data, services.references
 
@@ -100,7 +99,7 @@ def pipeline(services: RunServices, run: RunState) -> Pipeline:
         Stage("end_to_end", lambda s: end_to_end(s, cfg, say)),
         Stage("parity", lambda s: parity(s, refs, say)),
         Stage("roofline", lambda s: roofline(s, refs, peaks)),
-        Stage("scenarios", lambda s: scenarios(s, cfg, run.scenario_screen, slowdown(s), say)),
+        Stage("scenarios", lambda s: scenarios(s, cfg, slowdown(s), cfg.scenario_phase, say)),
         Stage("operators", operators),
         Stage("accuracy", lambda s: accuracy(s, cfg, data, services.accuracy_refs, refs, say)),
     )

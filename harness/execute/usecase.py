@@ -14,17 +14,21 @@ import logging
 import random
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
-from harness.core.record import PERCENTILE_MIN_ROUNDS, set_null
+from harness.core.record import PERCENTILE_MIN_ROUNDS, CellRecord, set_null
 from harness.diagnosis.failure import first_line
 from harness.execute import interrupt
-from harness.execute.config import RunConfig
+from harness.execute.config import DECISION, RunConfig
 from harness.execute.services import Progress
 from harness.execute.state import AttemptState
 from harness.measure.interleave import Contestant, RoundsPolicy, run_interleaved
 from harness.measure.pipeline import STAGE_NAMES, E2ETiming, Pipeline, for_runner
 from harness.measure.stats import latency_from_samples
+
+if TYPE_CHECKING:
+    from harness.scenarios import ScenarioConfig
 
 log = logging.getLogger(__name__)
 
@@ -201,47 +205,92 @@ def end_to_end(s: AttemptState, config: RunConfig, progress: Progress) -> bool:
     return True
 
 
-def wants_scenarios(mode: str, cell, screened: dict[str, str | None] | None = None) -> str | None:
-    """Why the scenarios do not run for `cell` under `mode` (--scenarios), or None when they do. `screened`: the
-    timing phase's screen (harness.execute.screen), which mode "screen" follows where the run had one."""
+#: why a cell's scenarios are not run in its workload under DECISION (the phase then writes those it measures)
+AFTER_DECISION = (
+    "the scenarios run after the decision, on the configurations its answers name and for the scenario each "
+    "answer reads (--scenarios all runs every scenario on every cell)"
+)
+
+
+def wants_scenarios(mode: str, cell, phase: bool = True) -> str | None:
+    """Why the scenarios do not run for `cell` in its workload under `mode` (--scenarios), or None when they do.
+    `phase`: whether this run has the scenario phase (not in a pytest-xdist worker, which sees only its share of
+    the cells): without it, DECISION runs them on yolo26n at 640, batch 1, as n640 does."""
     if mode == "none":
         return "scenarios switched off (--scenarios none)"
     if mode == "all":
         return None
-    n640 = cell.size == "n" and cell.shape.height == 640 and cell.shape.width == 640 and cell.batch == 1
-    if mode == "screen" and screened is not None:
-        return screened.get(
-            cell.id, "not timed in the timing phase: the screen ranks the cells it timed (--scenarios all)"
-        )
-    if n640:
+    if mode == DECISION and phase:
+        return AFTER_DECISION
+    if cell.size == "n" and cell.shape.height == 640 and cell.shape.width == 640 and cell.batch == 1:
         return None
-    if mode == "screen":
+    if mode == DECISION:
         return (
-            "no timing phase in this run to screen the cells with (--timing-episodes 1 or --rounds): the "
-            "scenarios run on yolo26n at 640, batch 1 (--scenarios all runs them on every cell)"
+            "a share of the run (a pytest-xdist worker) has no scenario phase: the scenarios run on yolo26n at 640, "
+            "batch 1 (--scenarios all runs them on every cell)"
         )
     return (
         "scenarios run on yolo26n at 640, batch 1 in this profile (--scenarios all runs them on every cell)"
     )
 
 
-def scenarios(
-    s: AttemptState,
-    config: RunConfig,
-    screened: dict[str, str | None] | None,
-    slowdown: float,
-    progress: Progress,
-) -> bool:
-    """Single-stream, multi-stream, offline and server through MLPerf LoadGen, and the camera check, of the loaded
-    runner; LoadGen's logs go under results/<run>/loadgen/<cell-id>/<scenario>/. `screened`: the timing phase's
-    screen (harness.execute.screen), None where the run had none. A signal (SIGINT, SIGTERM) is no scenario failure:
-    LoadGen's test in progress ends early, its directory is marked incomplete, and KeyboardInterrupt ends the run
-    (harness.execute.interrupt; no record claims a result of a cut test)."""
-    from harness.scenarios import ScenarioConfig, run_all
+def scenario_config(config: RunConfig, slowdown: float) -> ScenarioConfig:
+    """What the scenarios of one cell run with, from the run's options."""
+    from harness.scenarios import ScenarioConfig
     from harness.scenarios.settings import durations
 
+    return ScenarioConfig(
+        bound_ms=config.server_bound_ms,
+        camera_fps=config.camera_fps,
+        threads=config.threads,
+        seed=config.seed,
+        durations=durations(config.scenario_durations),
+        slowdown=slowdown,
+    )
+
+
+def measure_scenarios(
+    rec: CellRecord,
+    runner,
+    cell,
+    config: RunConfig,
+    slowdown: float,
+    names: Iterable[str] | None = None,
+) -> dict:
+    """The scenarios `names` (every one by default) of the loaded `runner` for `cell` through MLPerf LoadGen,
+    starting from what `rec` holds (its e2e p50, a scenario another starts from); LoadGen's logs go under
+    results/<run>/loadgen/<cell-id>/<scenario>/. A signal (SIGINT, SIGTERM) is no scenario failure: LoadGen's test
+    in progress ends early, its directory is marked incomplete, and KeyboardInterrupt ends the run
+    (harness.execute.interrupt; no record claims a result of a cut test). Returns the results that ran."""
+    from harness.scenarios import SCENARIOS, run_all
+
+    p50 = rec.latency_e2e_ms.p50 if rec.latency_e2e_ms else None
+    log_dir = config.run_dir / "loadgen" / rec.cell_id
+    known = rec.scenarios if isinstance(rec.scenarios, dict) else {}
+    return run_all(
+        runner, cell, scenario_config(config, slowdown), log_dir, config.run_dir, p50, stop=interrupt,
+        names=SCENARIOS if names is None else names, known=known,
+    )  # fmt: skip
+
+
+def put_scenarios(rec: CellRecord, results: dict) -> None:
+    """`results` into the record's `scenarios` beside those it holds, each value measured or null with why."""
+    every = dict(rec.scenarios) if isinstance(rec.scenarios, dict) else {}
+    every.update(results)
+    rec.scenarios = every
+    rec.null_reasons.pop("scenarios", None)
+    for name, res in results.items():
+        rec.null_reasons.pop(f"scenarios.{name}", None)
+        if res.get("value") is None:
+            set_null(rec, f"scenarios.{name}.value", res.get("reason") or "the scenario measured nothing")
+
+
+def scenarios(s: AttemptState, config: RunConfig, slowdown: float, phase: bool, progress: Progress) -> bool:
+    """Every scenario of the loaded runner (single-stream, multi-stream, the camera search, offline, server and
+    the camera check), where --scenarios runs them in the cell's workload (`wants_scenarios`); under the default
+    the scenario phase runs those the decision needs later (harness.execute.scenario_phase)."""
     rec, cfg = s.rec, config
-    why = wants_scenarios(cfg.scenarios, s.cell, screened)
+    why = wants_scenarios(cfg.scenarios, s.cell, phase)
     if why is None and rec.status not in RAN:
         why = f"cell did not run ({rec.status})"
     if why is None and s.attempt.remedy:
@@ -249,29 +298,17 @@ def scenarios(
     if why:
         set_null(rec, "scenarios", why)
         return True
-    p50 = rec.latency_e2e_ms.p50 if rec.latency_e2e_ms else None
-    sc = ScenarioConfig(
-        bound_ms=cfg.server_bound_ms,
-        camera_fps=cfg.camera_fps,
-        threads=cfg.threads,
-        seed=cfg.seed,
-        durations=durations(cfg.scenario_durations),
-        slowdown=slowdown,
-    )
     progress(
         f"{s.attempt.cell_id}: scenarios through MLPerf LoadGen ({cfg.scenario_durations} durations: single-stream, "
         "multi-stream, cameras served at --camera-fps, offline, server) and the camera check"
     )
-    log_dir = cfg.run_dir / "loadgen" / s.attempt.cell_id
     try:
-        rec.scenarios = results = run_all(s.runner, s.cell, sc, log_dir, cfg.run_dir, p50, stop=interrupt)
+        results = measure_scenarios(rec, s.runner, s.cell, cfg, slowdown)
     except Exception as e:
         log.exception("scenarios of %s failed", s.attempt.cell_id)
         set_null(rec, "scenarios", f"scenarios failed: {type(e).__name__}: {first_line(str(e))}")
         return True
-    for name, res in results.items():
-        if res.get("value") is None:
-            set_null(rec, f"scenarios.{name}.value", res.get("reason") or "the scenario measured nothing")
+    put_scenarios(rec, results)
     return True
 
 

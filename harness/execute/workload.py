@@ -27,7 +27,6 @@ from harness.execute.attempt import remedies
 from harness.execute.isolate import kill_live_workers
 from harness.execute.measuring import time_together
 from harness.execute.recording import crashed, finish, start
-from harness.execute.screen import screen
 from harness.execute.services import RunServices, RunState
 from harness.execute.stages import Pipeline, end
 from harness.execute.state import Attempt, AttemptState
@@ -213,7 +212,6 @@ def time_all(
     for k in range(1, episodes + 1):
         for label, ready in loaded:
             _time_together(ready, label, services, episode=(k, episodes))
-    run.scenario_screen = screen(s for _, ready in loaded for s in ready)
 
 
 def _resume(cell: Cell, services: RunServices, run: RunState) -> AttemptState:

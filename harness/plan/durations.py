@@ -303,6 +303,7 @@ class Recorded:
     cell_s: dict[str, dict] = field(default_factory=dict)  # cell id -> its parts (load, timing, stages, ...)
     alone_s: dict[str, float] = field(default_factory=dict)  # cell id -> a cell run alone
     finish_s: float | None = None
+    scenario_phase_s: float | None = None  # the scenario phase's seconds (harness.execute.scenario_phase)
     speed: dict | None = None  # the machine_speed of the newest run that recorded one
     runs: list[str] = field(default_factory=list)  # the runs read, newest first
 
@@ -320,6 +321,8 @@ class Recorded:
             self.parallelism = float(timeline["parallelism"])
         if self.finish_s is None and timeline.get("finish_s") is not None:
             self.finish_s = float(timeline["finish_s"])
+        if self.scenario_phase_s is None and isinstance(timeline.get("scenario_phase_s"), int | float):
+            self.scenario_phase_s = float(timeline["scenario_phase_s"])
         if self.speed is None and isinstance(timeline.get("machine_speed"), dict):
             self.speed = timeline["machine_speed"]
         self.runs.append(str(timeline.get("run_id")))

@@ -11,7 +11,9 @@ prices (`compose`):
 - the timing phase: the sum of the cells' load and timing parts (with one episode, or --rounds, each workload is
   timed in its own test instead: its cells' load and timing go to the workload);
 - each workload: the sum of its cells' stages and scenarios parts;
-- each cell run alone, and the end (history import and report): recorded, else the table's figures.
+- each cell run alone, the scenario phase (after the workloads, under --scenarios decision: what an earlier run's
+  took, else the table's, at most its budget) and the end (history import and report): recorded, else the
+  table's figures.
 
 Remaining time is the sum of the parts not done yet. Once parts are done (`Estimate.done` with their actual
 seconds), the machine-dependent seconds left (all but the scenarios, whose LoadGen durations are wall-clock) are
@@ -26,11 +28,20 @@ from dataclasses import dataclass, field
 
 from harness.core.cell import Cell
 from harness.plan.durations import TIMELINE, TIMELINE_VERSION, Recorded, cache_entry, read_recorded
-from harness.plan.price import Known, Price, alone_price, export_share, finish_price, price_cells
+from harness.plan.price import (
+    Known,
+    Price,
+    alone_price,
+    export_share,
+    finish_price,
+    price_cells,
+    scenario_phase_price,
+)
 
 __all__ = ["TIMELINE", "TIMELINE_VERSION", "Recorded", "cache_entry", "read_recorded"]
 
 EXPORT_PHASE, TIMING_PHASE, FINISH = "export phase", "timing phase", "history and report"
+SCENARIO_PHASE = "scenario phase"
 #: the done parts' actual over estimated seconds is kept within this range when it rescales what is left
 RESCALE_RANGE = (0.5, 3.0)
 #: estimated seconds of done parts below which nothing is rescaled (a few seconds say little of a run)
@@ -93,6 +104,7 @@ def compose(
     episodes: int,
     alone: Mapping[str, Price] | None = None,
     finish: Price | None = None,
+    scenario_phase: Price | None = None,
 ) -> Estimate:
     """The run's parts from its cells' prices (the module's rule); a cell priced as a skip costs nothing."""
     parts: dict[str, Part] = {}
@@ -122,6 +134,9 @@ def compose(
         )
     for cid, p in (alone or {}).items():
         parts[cid] = Part(cid, sum(p.parts.values()), p.source)
+    if scenario_phase is not None:  # LoadGen's durations are wall-clock: never rescaled
+        seconds = sum(scenario_phase.parts.values())
+        parts[SCENARIO_PHASE] = Part(SCENARIO_PHASE, seconds, scenario_phase.source, fixed=seconds)
     if finish is not None:
         parts[FINISH] = Part(FINISH, sum(finish.parts.values()), finish.source)
     cells: dict[str, int] = {}
@@ -140,6 +155,7 @@ def estimate(
     scenario_cells: Iterable[str] = (),
     cannot_run: Callable[[Cell], bool] = lambda cell: False,
     traced: Callable[[Cell], bool] = lambda cell: False,
+    scenario_phase_s: float | None = None,
 ) -> Estimate:
     """Price a run: `workloads` (label -> its cells, timed together), the cells run `alone`, from what is `known`.
     A cell that `cannot_run` here (its backend or device is missing) is a skip: priced at nothing, unless it is
@@ -158,6 +174,7 @@ def estimate(
         episodes=episodes,
         alone={c.id: alone_price(c, known) for c in alone},
         finish=finish_price(known),
+        scenario_phase=None if scenario_phase_s is None else scenario_phase_price(known, scenario_phase_s),
     )
     est.workers = workers
     return est

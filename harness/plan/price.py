@@ -290,6 +290,19 @@ def alone_price(cell: Cell, known: Known) -> Price:
     return Price({"load": known.table.alone.get(kind, 0.0) * f}, "plan", f"prices.yaml alone.{kind}")
 
 
+def scenario_phase_price(known: Known, budget_s: float) -> Price:
+    """The scenario phase (harness.execute.scenario_phase): the seconds an earlier run's phase took, else the
+    table's, never more than its budget; the whole budget where neither is known. Not scaled by the machine's
+    speed: its LoadGen runs last their minimum durations (wall-clock) on any machine."""
+    if known.recorded.scenario_phase_s is not None:
+        return Price({"scenarios": min(budget_s, known.recorded.scenario_phase_s)}, "recorded",
+                     "the scenario phase of an earlier run")  # fmt: skip
+    if known.table.scenario_phase_s > 0:
+        return Price({"scenarios": min(budget_s, known.table.scenario_phase_s)}, "plan",
+                     "prices.yaml scenario_phase_s")  # fmt: skip
+    return Price({"scenarios": budget_s}, "plan", "its budget (no run priced it yet)")
+
+
 def finish_price(known: Known) -> Price:
     """The history import and the report: recorded, else the table's."""
     if known.recorded.finish_s is not None:

@@ -102,6 +102,8 @@ class Table:
     #: cell_key -> (seconds run alone, the run it came from): the dynamic probes a run measured
     alone_cells: dict[str, tuple[float, str | None]] = field(default_factory=dict)
     finish_s: float = 0.0
+    #: the scenario phase's seconds in the run the table came from (harness.execute.scenario_phase); 0: not known
+    scenario_phase_s: float = 0.0
     max_time_s: float = 3.0
 
     @classmethod
@@ -182,7 +184,7 @@ def _read_table(path: str) -> Table:
         exponents={k: float(v) for k, v in (doc.get("work_exponent") or {}).items()},
         runs={str(r["run_id"]): r for r in doc.get("runs") or [] if isinstance(r, dict) and r.get("run_id")},
     )
-    for name in ("cache_hit_s", "scenarios_s", "finish_s", "max_time_s"):
+    for name in ("cache_hit_s", "scenarios_s", "finish_s", "scenario_phase_s", "max_time_s"):
         if isinstance(doc.get(name), int | float):
             setattr(t, name, float(doc[name]))
     t.alone = {k: float(v) for k, v in (doc.get("alone") or {}).items()}

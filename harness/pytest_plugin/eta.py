@@ -25,7 +25,6 @@ from harness.core.record import CellRecord
 from harness.core.results_dir import read_env, write_text_atomic
 from harness.execute.config import RunConfig
 from harness.execute.planning import fake_cuda
-from harness.execute.screen import SCREEN_KEEP
 from harness.execute.state import AttemptState
 from harness.execute.usecase import wants_scenarios
 from harness.execute.workload import workload_label
@@ -107,9 +106,10 @@ class RunClock:
             self.known,
             workers=cfg.export_workers,
             episodes=self.episodes,
-            scenario_cells=planned_scenario_cells(cfg.scenarios, timed, lambda c: cannot_run(c, probes)),
+            scenario_cells=planned_scenario_cells(cfg.scenarios, timed, cfg.scenario_phase),
             cannot_run=lambda c: cannot_run(c, probes),
             traced=lambda c: fake_cuda(c, cfg.fake_cuda),
+            scenario_phase_s=cfg.scenario_budget_s if cfg.scenario_phase else None,
         )
         self.workloads = len(workloads)
         self.pending = set(workloads)
@@ -129,6 +129,7 @@ class RunClock:
                 "timing_phase": part_s(est.TIMING_PHASE),
                 "workloads": part_s(*workloads),
                 "alone": part_s(*(c.id for c in alone)),
+                "scenario_phase": part_s(est.SCENARIO_PHASE),
                 "finish": part_s(est.FINISH),
                 "cells_by_source": self.estimate.sources(),
             },
@@ -229,6 +230,16 @@ class RunClock:
         self.timeline["alone_s"][cell_id] = round(seconds, 2)
         self.estimate.done(cell_id, seconds)
 
+    def scenario_phase_done(self, seconds: float) -> None:
+        self.timeline["scenario_phase_s"] = round(seconds, 1)
+        self.estimate.done(est.SCENARIO_PHASE, seconds)
+        self.say_left("the scenario phase")
+
+    def scenario_phase_left(self) -> float | None:
+        """The seconds the scenario phase was priced at, where the run has one."""
+        part = self.estimate.parts.get(est.SCENARIO_PHASE)
+        return part.seconds if part is not None else None
+
     def finish(self, finish_s: float) -> float:
         """Write the timeline (with the end's seconds); returns the run's seconds since the start estimate."""
         self.timeline["finish_s"] = round(finish_s, 2)
@@ -315,12 +326,8 @@ def plan_of(session: BenchSession, timed: list[Cell], alone: list[Cell]) -> RunC
     return RunClock(session, workloads, alone)
 
 
-def planned_scenario_cells(mode: str, cells: list, cannot_run) -> list[str]:
-    """The cells expected to run the scenarios, for the estimate: under the default "screen" the screen picks them
-    after the timing phase, so the estimate takes the SCREEN_KEEP that can run here with the fewest pixels per image
-    (the fastest, as the screen's would be); otherwise the mode's own rule."""
-    if mode == "screen":
-        runnable = [c for c in cells if not c.shape.dynamic and not cannot_run(c)]
-        runnable.sort(key=lambda c: (c.shape.height * c.shape.width / max(1, c.batch), "nsmlx".index(c.size)))
-        return [c.id for c in runnable[:SCREEN_KEEP]]
-    return [c.id for c in cells if not wants_scenarios(mode, c)]
+def planned_scenario_cells(mode: str, cells: list, phase: bool) -> list[str]:
+    """The cells expected to run the scenarios in their workloads, for the estimate (harness.execute.usecase.
+    wants_scenarios): none under the default "decision" where the run has its scenario phase (priced as a part of
+    its own), else the mode's own rule."""
+    return [c.id for c in cells if not wants_scenarios(mode, c, phase)]

@@ -76,7 +76,7 @@ def estimate_planned(
     skips = {p.cell.id for p in planned if reasons[p.cell.id]}
     traced = {p.cell.id for p in planned if fake_cuda(p.cell, fake_target)}  # a skip wins (price_cells)
     cells = [p.cell for p in planned]
-    scen = planned_scenario_cells(scenarios, cells, lambda c: c.id in skips)
+    scen = planned_scenario_cells(scenarios, cells, phase=True)
     if speed is None:
         speed = this_machine()
     known = price.Known(
@@ -112,14 +112,18 @@ def make_plan(
     done: frozenset[str] = frozenset(),
     order: str = "night",
     fake_target: str | None = None,
+    scenario_budget_s: float | None = None,
 ) -> NightPlan:
     """The plan of `planned` (the collected cells) within `budget_s`, from the history of `results_dir`; each
     cell's skip reason here is put in `reasons` when given (for the --collect-only preview). `order`: "night"
     (harness.plan.budget) or "screen" (the main job's, harness.plan.screen_budget: a ScreenPlan). `fake_target`:
-    --fake-cuda's target (its traced cells cost their export alone)."""
+    --fake-cuda's target (its traced cells cost their export alone). `scenario_budget_s`: the scenario phase's
+    budget, where the run has one (the main job's plan holds its price back, harness.plan.price.
+    scenario_phase_price)."""
     if order == "screen":
         return _screen_plan(planned, budget_s, results_dir=results_dir, cache_dir=cache_dir, scenarios=scenarios,
-                            budget_text=budget_text, reasons=reasons, done=done, fake_target=fake_target)  # fmt: skip
+                            budget_text=budget_text, reasons=reasons, done=done, fake_target=fake_target,
+                            scenario_budget_s=scenario_budget_s)  # fmt: skip
     t0 = time.perf_counter()
     db = default_db_path(results_dir)
     hist, costs, skips = estimate_planned(
@@ -164,15 +168,22 @@ def make_plan(
 
 
 def _screen_plan(
-    planned, budget_s, *, results_dir, cache_dir, scenarios, budget_text, reasons, done, fake_target=None
-) -> ScreenPlan:
+    planned, budget_s, *, results_dir, cache_dir, scenarios, budget_text, reasons, done, fake_target=None,
+    scenario_budget_s=None,
+) -> ScreenPlan:  # fmt: skip
     """The main job's plan (harness.plan.screen_budget): make_plan with order="screen"."""
     t0 = time.perf_counter()
     db = default_db_path(results_dir)
     table = price.Table.read()
     recorded = durations.read_recorded(results_dir)
-    end = sum(price.finish_price(price.Known(table, recorded=recorded)).parts.values())
-    reserve = end + RESERVE_SHARE * budget_s  # the run's end, and what the cells' prices leave out
+    known = price.Known(table, recorded=recorded)
+    end = sum(price.finish_price(known).parts.values())
+    phase = 0.0
+    if scenario_budget_s is not None:  # the scenario phase, after the workloads
+        phase = sum(price.scenario_phase_price(known, scenario_budget_s).parts.values())
+    reserve = (
+        end + phase + RESERVE_SHARE * budget_s
+    )  # the run's end, the scenario phase, what prices leave out
     _, costs, _ = estimate_planned(
         planned, db, cache_dir, scenarios, reasons, results_dir=results_dir, speed=this_machine(),
         fake_target=fake_target,
@@ -181,7 +192,8 @@ def _screen_plan(
         costs[cid] = price.CellCost(0.0, "skip", "already recorded in this run (--resume)")
     cells = [p.cell for p in planned]
     plan = plan_screen(cells, costs, budget_s, speed_rank(table, cells), reserve_s=reserve)
-    plan.extra.update(budget=budget_text, history=str(db), planned_in_s=round(time.perf_counter() - t0, 1))
+    plan.extra.update(budget=budget_text, history=str(db), planned_in_s=round(time.perf_counter() - t0, 1),
+                      scenario_phase_s=round(phase, 1))  # fmt: skip
     return plan
 
 
@@ -204,6 +216,7 @@ def apply(config, items: list, planned_of, session, done: frozenset[str] = froze
         reasons=session.skip_reasons,
         done=done,
         fake_target=session.run_config.fake_cuda,
+        scenario_budget_s=session.run_config.scenario_budget_s if session.run_config.scenario_phase else None,
     )
     planned = planned_of(items)
     plan = make_plan(planned, budget_s, order=session.budget_order, **how)

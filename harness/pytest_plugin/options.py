@@ -14,6 +14,7 @@ from harness.core import allocator, axes, numeric_options, run_id
 from harness.core.axes import SelectionError
 from harness.core.cli_args import OutputPathError, not_a_file, output_file, printable
 from harness.core.results_dir import unwritable_reason
+from harness.execute.config import DECISION
 from harness.plan.matrix import PlannedCell, Selection, validate_backends
 from harness.yolo.models import ModelSource, WeightsError, check_checkpoint
 
@@ -23,7 +24,9 @@ DEFAULT_REPORTS_DIR = "reports"
 NUMBER_RULES = numeric_options.SUITE
 
 
-SCENARIO_MODES = ("screen", "n640", "all", "none")
+SCENARIO_MODES = (DECISION, "n640", "all", "none")
+#: the scenario phase's seconds where --scenario-budget is not given (harness.execute.scenario_phase)
+DEFAULT_SCENARIO_BUDGET_S = 240.0
 #: planned cells past which the run says how many it plans (a long --shapes list multiplies every axis)
 LARGE_PLAN = 500
 
@@ -44,13 +47,20 @@ def warn_if_large(planned: list[PlannedCell], limit: int = LARGE_PLAN) -> str | 
 
 
 def scenario_mode(opt, profile: str) -> str:
-    """--scenarios (validated): which cells run the scenarios; default all in the nightly profile, else screen."""
+    """--scenarios (validated): which cells run the scenarios; default all in the nightly profile, else decision
+    (harness.execute.scenario_phase)."""
     value = opt("scenarios")
     if value is None:
-        return "all" if profile == "nightly" else "screen"
+        return "all" if profile == "nightly" else DECISION
     if value not in SCENARIO_MODES:
         raise SelectionError(f"--scenarios: unknown {value!r}; valid: {', '.join(SCENARIO_MODES)}")
     return value
+
+
+def scenario_budget(value: float | None) -> float:
+    """--scenario-budget (parsed by its number rule): the scenario phase's seconds, DEFAULT_SCENARIO_BUDGET_S when
+    not given."""
+    return DEFAULT_SCENARIO_BUDGET_S if value is None else float(value)
 
 
 def scenario_durations(opt) -> str:

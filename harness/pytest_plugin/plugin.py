@@ -33,6 +33,7 @@ from harness.core.results_dir import (
 from harness.core.run_claim import RunClaim
 from harness.diagnosis import recurrence
 from harness.execute import interrupt
+from harness.execute.config import DECISION
 from harness.execute.isolate import kill_live_workers
 from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
 from harness.execute.workload import group, timing_key, workload_label
@@ -41,9 +42,10 @@ from harness.plan.budget import NightPlan, merge_plans
 from harness.plan.estimate import fmt_duration
 from harness.plan.expected import ExpectedStatus
 from harness.plan.matrix import PlannedCell, build, profile_names
-from harness.plan.screen_budget import time_budget
+from harness.plan.screen_budget import RESERVE_SHARE, time_budget
 from harness.pytest_plugin import eta, options
 from harness.pytest_plugin.finish import END_FAILED, _render_report, end_failures
+from harness.pytest_plugin.options import scenario_budget
 from harness.yolo.models import WeightsError, allow_unsafe_weights
 
 log = logging.getLogger(__name__)
@@ -142,9 +144,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption(
         "--scenarios",
-        help="which cells run the use-case scenarios (multi-stream, server, offline, camera, single-stream): screen "
-        "(the default: the 3 fastest cells per image of the timing phase), n640 (yolo26n at 640, batch 1), all (the "
-        "nightly default), none",
+        help="which cells run the use-case scenarios (single-stream, server, offline, the camera search; "
+        "multi-stream and the camera check with all): decision (the default: after the workloads, the scenario "
+        "each answer reads, on the configurations the decision names, decided again until every answer is "
+        "measured or --scenario-budget is spent), n640 (every scenario on yolo26n at 640, batch 1), all (every "
+        "scenario on every cell; the nightly default), none",
+    )
+    g.addoption(
+        "--scenario-budget",
+        help="seconds the scenario phase of --scenarios decision may spend (default 240; within --time-budget, "
+        "the plan's share)",
     )
     g.addoption(
         "--server-bound-ms",
@@ -243,6 +252,8 @@ class BenchSession:
             threads=self.threads,
             e2e=not opt("no_e2e"),
             scenarios=self.scenarios,
+            scenario_phase=self.scenarios == DECISION and not hasattr(config, "workerinput"),
+            scenario_budget_s=scenario_budget(opt("scenario_budget")),
             server_bound_ms=opt("server_bound_ms"),
             camera_fps=opt("camera_fps"),
             scenario_durations=self.scenario_durations,
@@ -431,6 +442,46 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if why is not None and not item.session.shouldstop:
         item.session.shouldstop = f"interrupted by {why}"
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session):
+    """After the last cell's test: the scenario phase (--scenarios decision), which decides on the run's records
+    and measures what the answers lack (harness.execute.scenario_phase). Not after a stop, a signal or -x; a
+    signal during it ends the session as interrupted, as during a cell."""
+    result = yield
+    bench = session.config.stash.get(BENCH_KEY, None)
+    if bench is not None and not (
+        session.shouldstop or session.shouldfail or session.config.option.collectonly
+    ):
+        run_scenario_phase(bench)
+    return result
+
+
+def run_scenario_phase(bench: BenchSession) -> None:
+    """The scenario phase of the session's run, where it has one and holds records; its budget: --scenario-budget,
+    within --time-budget the larger of the plan's share and what the budget has left, never more than
+    --scenario-budget."""
+    cfg = bench.run_config
+    if not cfg.scenario_phase or bench.stopped or interrupt.received() is not None:
+        return
+    if not recorded_cells(cfg.run_dir):
+        return
+    budget = cfg.scenario_budget_s
+    if bench.time_budget_s is not None:
+        left = bench.time_budget_s - (time.perf_counter() - bench.t0) - RESERVE_SHARE * bench.time_budget_s
+        share = bench.clock.scenario_phase_left() if bench.clock is not None else None
+        budget = min(budget, max(share or 0.0, left))
+    t0 = time.perf_counter()
+    try:
+        bench.runner.measure_decision(bench.report_constraints, max(0.0, budget))
+    except RecordWriteError as e:
+        bench.stop(e)
+    except Exception as e:
+        # the records are whole: a phase that fails leaves their answers unmeasured, said so
+        log.exception("scenario phase failed")
+        bench.notice(f"scenario phase failed ({type(e).__name__}: {e}); the records are intact")
+    tick(bench, "scenario_phase_done", time.perf_counter() - t0)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

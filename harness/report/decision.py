@@ -14,7 +14,7 @@ from harness.core.record import CellRecord
 from harness.decide import host_bound, nearest
 from harness.decide.index import RunIndex
 from harness.decide.picks import Pick, UseCaseAnswer
-from harness.decide.registry import ALWAYS, IF_ANSWERED, use_cases
+from harness.decide.registry import ALWAYS, IF_ANSWERED, UseCase, use_cases
 from harness.report.matrix import machine_label
 
 log = logging.getLogger(__name__)
@@ -52,8 +52,10 @@ class DecisionRow:
 
 
 def anchor(rec: UseCaseAnswer) -> str:
-    """The id of a use case's block in the evidence section."""
-    return f"rec-{rec.key}" + (f"-{rec.machine_pos}" if rec.machine_pos is not None else "")
+    """The id of a use case's block in the evidence section (per task where the answer is one task's of several:
+    its title says the task)."""
+    task = f"-{rec.task}" if rec.task and rec.title.endswith(f" · {rec.task}") else ""
+    return f"rec-{rec.key}{task}" + (f"-{rec.machine_pos}" if rec.machine_pos is not None else "")
 
 
 def _clip(text: str) -> str:
@@ -77,7 +79,7 @@ def under_pick(rec: UseCaseAnswer) -> tuple[str, ...]:
     if rec.ladder_line:
         lines.append(rec.ladder_line)
     if rec.faster:
-        lines.append(f"fastest that meets it: {_pick_name(rec.faster)}; gives up {rec.gives_up}")
+        lines.append(f"{rec.faster_words}: {_pick_name(rec.faster)}; gives up {rec.gives_up}")
     if rec.at_limit:
         nxt = (
             f"; with margin: {_pick_name(rec.with_margin)}"
@@ -155,11 +157,8 @@ def decision_rows(recs: list[UseCaseAnswer], indexes: list[RunIndex]) -> list[De
     measured, not four."""
     rows = []
     shown = [c for c in use_cases() if c.first_screen in (ALWAYS, IF_ANSWERED)]
-    for case in shown:
+    for case, mine in _by_case_and_task(recs, shown):
         key = case.key
-        mine = [r for r in recs if r.key == key]
-        if not mine:
-            continue
         first = mine[0]
         row = DecisionRow(key, first.title, first.criterion, first.constraint or "")
         if first.machine_pos is None:
@@ -171,6 +170,21 @@ def decision_rows(recs: list[UseCaseAnswer], indexes: list[RunIndex]) -> list[De
             row.answers = [answer(by_pos[i.position]) for i in indexes if i.position in by_pos]
         rows.append(row)
     return _fold_unmeasured(rows, indexes)
+
+
+def _by_case_and_task(
+    recs: list[UseCaseAnswer], cases: list[UseCase]
+) -> list[tuple[UseCase, list[UseCaseAnswer]]]:
+    """(use case, its answers of one task), in page order, then the tasks' order (harness.decide.tasks): one row
+    each on the first screen."""
+    out = []
+    for case in cases:
+        tasks: dict[str | None, list[UseCaseAnswer]] = {}
+        for r in recs:
+            if r.key == case.key:
+                tasks.setdefault(r.task, []).append(r)
+        out.extend((case, mine) for mine in tasks.values())
+    return out
 
 
 def _fold_unmeasured(rows: list[DecisionRow], indexes: list[RunIndex]) -> list[DecisionRow]:

@@ -11,12 +11,20 @@ is not known on that scale is left off the front, and counted.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from harness.decide import ladder
+from harness.decide import ladder, tasks
 from harness.decide.accuracy import MEASURED, PUBLISHED
 from harness.decide.by_candidates import machine_server_bound
-from harness.decide.candidates import Candidate, Figure, camera_figure, candidates, fmt, interval_text
+from harness.decide.candidates import (
+    Candidate,
+    Figure,
+    camera_figure,
+    candidates,
+    fmt,
+    interval_text,
+    screened_words,
+)
 from harness.decide.index import RunIndex
 from harness.decide.picks import Constraints
 from harness.report.matrix import machine_label
@@ -113,7 +121,7 @@ def machine_front(idx: RunIndex, indexes: list[RunIndex], cons: Constraints) -> 
         (
             FrontRow(
                 c.label(), str(c.rec.cell_id), f"{f.text} [{interval_text(f.interval)}]"
-                + (f" ({f.said})" if f.said else "") + (" (screened)" if f.source == "screen" else ""),
+                + (f" ({f.said})" if f.said else "") + screened_words(f),
                 c.accuracy.short(), _meets(f, cons), f.limit_value, c.accuracy.value or 0.0,
             )
             for n, (c, f) in enumerate(pts)
@@ -161,5 +169,12 @@ def _plot(
 
 
 def fronts(indexes: list[RunIndex], cons: Constraints) -> list[Front]:
-    """The front of every rendered machine."""
-    return [machine_front(idx, indexes, cons) for idx in indexes]
+    """The front of every rendered machine, per task where the runs hold several (harness.decide.tasks: accuracy
+    and latency of a classifier never share a front with a detector's)."""
+    groups = tasks.split(indexes)
+    out = []
+    for task, idxs in groups:
+        for idx in idxs:
+            f = machine_front(idx, indexes, cons)
+            out.append(replace(f, machine=f"{f.machine} · {task}") if len(groups) > 1 and task else f)
+    return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -147,6 +147,18 @@ def skipped(name: str, why: str) -> dict:
     return {"scenario": name, "value": None, "valid": False, "reason": why, "driver": "mlperf_loadgen"}
 
 
+#: scenarios another one starts from: the server's rate search takes the offline sweep's concurrency and rate
+NEEDS = {"server": ("offline",)}
+
+
+def with_needs(names: Iterable[str]) -> tuple[str, ...]:
+    """`names` and the scenarios they start from (NEEDS), in SCENARIOS' order."""
+    wanted = set(names)
+    for name in list(wanted):
+        wanted.update(NEEDS.get(name, ()))
+    return tuple(n for n in SCENARIOS if n in wanted)
+
+
 def run_all(
     runner,
     cell,
@@ -155,17 +167,33 @@ def run_all(
     run_dir: Path,
     single_p50_ms: float | None = None,
     stop: loadgen.Stop = loadgen.NEVER,
+    names: Iterable[str] = SCENARIOS,
+    known: dict | None = None,
 ) -> dict:
-    """Every scenario of `runner` for `cell`, in turn. A scenario that raises an error is a result with its reason;
-    an interruption (`stop`: harness.execute.interrupt in a run) ends them all with KeyboardInterrupt."""
+    """The scenarios `names` (every one by default; with those they start from, `with_needs`, unless `known`, the
+    results the record holds already, has them) of `runner` for `cell`, in turn; the results of those that ran. A
+    scenario that raises an error is a result with its reason; an interruption (`stop`: harness.execute.interrupt in
+    a run) ends them all with KeyboardInterrupt."""
+    asked, known = set(names), dict(known or {})
+    todo = tuple(n for n in with_needs(asked) if n in asked or n not in known)
     with loadgen.stopping(stop):
-        return _run_all(runner, cell, cfg, log_dir, run_dir, single_p50_ms)
+        out = _run_all(runner, cell, cfg, log_dir, run_dir, single_p50_ms, todo, known)
+    return {name: out[name] for name in todo if name in out}
 
 
 def _run_all(
-    runner, cell, cfg: ScenarioConfig, log_dir: Path, run_dir: Path, single_p50_ms: float | None
+    runner,
+    cell,
+    cfg: ScenarioConfig,
+    log_dir: Path,
+    run_dir: Path,
+    single_p50_ms: float | None,
+    names: tuple[str, ...],
+    known: dict[str, dict],
 ) -> dict:
-    out: dict[str, dict] = {}
+    out: dict[str, dict] = dict(
+        known
+    )  # what a scenario starts from, where the record has it (the offline sweep)
 
     def guarded(name, fn):
         loadgen.check()  # no scenario starts once the run was told to stop
@@ -184,28 +212,32 @@ def _run_all(
     missing = loadgen.missing()
     if missing:
         for name in LOADGEN_SCENARIOS:
-            out[name] = skipped(name, missing)
-        if cfg.camera_fps > 0:
+            if name in names:
+                out[name] = skipped(name, missing)
+        if cfg.camera_fps > 0 and "camera-capacity" in names:
             out["camera-capacity"] = skipped("camera-capacity", missing)
     else:
         target = Target(make, len(cfg.images), cell.batch, log_dir, run_dir, cfg.durations, cfg.seed)
         p50 = single_p50_ms or 10.0
         n = cfg.streams(cell.device)
         # expected latencies low: LoadGen pre-generates queries from them, and too few would end a run short
-        guarded("single-stream", lambda: single_stream(target, 0.5 * p50))
-        p50 = out["single-stream"].get("p50") or p50  # LoadGen's, with the slowdown if any
-        guarded("multi-stream", lambda: multi_stream(target, n, 0.5 * p50))
-        if cfg.camera_fps > 0:
+        if "single-stream" in names:
+            guarded("single-stream", lambda: single_stream(target, 0.5 * p50))
+        p50 = (out.get("single-stream") or {}).get("p50") or p50  # LoadGen's, with the slowdown if any
+        if "multi-stream" in names:
+            guarded("multi-stream", lambda: multi_stream(target, n, 0.5 * p50))
+        if cfg.camera_fps > 0 and "camera-capacity" in names:
             guarded(
                 "camera-capacity",
                 lambda: camera_capacity(
                     target, cfg.camera_fps, 0.5 * p50, ways_for(runner, cell, cfg, target, 0.5 * p50)
                 ),
             )
-        guarded(
-            "offline",
-            lambda: server_scenario.offline_sweep(target, cfg.offline_sweep, 1000.0 / p50, cfg.threads),
-        )
+        if "offline" in names:
+            guarded(
+                "offline",
+                lambda: server_scenario.offline_sweep(target, cfg.offline_sweep, 1000.0 / p50, cfg.threads),
+            )
 
         def server():
             off = out.get("offline") or {}
@@ -218,10 +250,11 @@ def _run_all(
                 target, streams, mechanism, cfg.bound_ms, capacity, 0.5 * p50, service_ms=p50
             )
 
-        guarded("server", server)
-        out = {name: out[name] for name in SCENARIOS if name in out}
-    query = make(1)[0][0]
-    guarded(
-        "camera", lambda: camera_check.camera(lambda: query(0), seconds=cfg.camera_s, check=loadgen.check)
-    )
-    return out
+        if "server" in names:
+            guarded("server", server)
+    if "camera" in names:
+        query = make(1)[0][0]
+        guarded(
+            "camera", lambda: camera_check.camera(lambda: query(0), seconds=cfg.camera_s, check=loadgen.check)
+        )
+    return {name: out[name] for name in SCENARIOS if name in out}
