@@ -26,6 +26,14 @@ def test_parse_list_lists_valid_names():
     assert parse_list(None, SIZES, "sizes") is None
 
 
+def test_all_alone_selects_every_value_of_the_axis():
+    from harness.core.axes import TASKS
+
+    assert parse_list("all", TASKS, "tasks") == TASKS == ("detect", "seg", "pose", "obb", "cls")
+    with pytest.raises(SelectionError, match="unknown 'all'"):  # not beside other names
+        parse_list("all,detect", TASKS, "tasks")
+
+
 def test_parse_shapes_and_batches():
     assert parse_shapes("320,384x640") == (Shape(320, 320), Shape(384, 640))
     assert parse_batches("1,8") == (1, 8)

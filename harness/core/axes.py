@@ -66,11 +66,18 @@ class Shape:
         return cls(h, w)
 
 
+#: a selection of every value of an axis (`--tasks all`)
+ALL = "all"
+
+
 def parse_list(text: str | None, valid: tuple[str, ...], axis: str) -> tuple[str, ...] | None:
-    """Parse a comma-separated selection, rejecting names not in `valid` with the list of valid ones."""
+    """Parse a comma-separated selection, rejecting names not in `valid` with the list of valid ones; `all` alone
+    selects every one of `valid`."""
     if text is None:
         return None
     items = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    if items == (ALL,):
+        return tuple(valid)
     if not items:
         raise SelectionError(f"--{axis}: empty selection; valid: {', '.join(valid)}")
     bad = [i for i in items if i not in valid]

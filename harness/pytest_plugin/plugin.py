@@ -57,7 +57,8 @@ EXPECTED_FILE = Path(__file__).resolve().parents[2] / "suites" / "expected_statu
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("yolo26-bench", "YOLO26 benchmark matrix")
-    g.addoption("--profile", default="default", help="named matrix: quick, default (the default), nightly")
+    g.addoption("--profile", default="default", help="named matrix: quick, default (the default), tasks (every task of yolo26n on the CPU "
+        "backends), claims, nightly")
     g.addoption("--sizes", help="comma-separated model sizes: n,s,m,l,x")
     g.addoption("--tasks", help="comma-separated tasks: detect,seg,pose,obb,cls")
     g.addoption("--heads", help="e2e (NMS-free end-to-end head), raw (one-to-many head, external NMS)")
