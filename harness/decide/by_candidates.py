@@ -333,6 +333,7 @@ def _pick(s: Scored, machine: str) -> Pick:
         f"{s.cand.short()} · {figure_words(s)}",
         note,
         host_bound.words(rec, s.cand.idx),
+        measured=s.fig.source != SCREEN,
     )
 
 

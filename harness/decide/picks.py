@@ -42,6 +42,9 @@ class Pick:
     host_bound: str = ""
     #: how far from its machine's limit the cell runs, in words (harness.decide.roofline.annotate fills it)
     roofline: str = ""
+    #: False where `figure` is not its use case's scenario's measurement (a screen): the first screen then names the
+    #: configuration without the figure, which the evidence section gives with why
+    measured: bool = True
 
 
 @dataclass(frozen=True)

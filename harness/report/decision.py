@@ -72,6 +72,14 @@ def _pick_name(p: Pick) -> str:
     )
 
 
+def _next_words(p: Pick) -> str:
+    """The runner-up on the first screen: its figure where its scenario measured it, else only what it is (the
+    evidence section gives the figure and why it was not measured)."""
+    if p.measured:
+        return p.figure
+    return f"{p.figure.split(' · ')[0]}, not measured by its scenario: see the evidence"
+
+
 def under_pick(rec: UseCaseAnswer) -> tuple[str, ...]:
     """The lines under a latency-bound pick, in reading order: the largest size that fits, the fastest that meets
     the bound and what it gives up, the pick at the limit and the next with margin."""
@@ -96,7 +104,7 @@ def answer(rec: UseCaseAnswer) -> Answer:
     if rec.winner is not None:
         w = rec.winner
         nxt = rec.runner_up
-        note = f"next: {nxt.backend}/{nxt.device} ({nxt.figure})" if nxt and nxt.figure else ""
+        note = f"next: {nxt.backend}/{nxt.device} ({_next_words(nxt)})" if nxt and nxt.figure else ""
         if not nxt:
             note = "no other cell qualifies"
         if rec.rejections:

@@ -197,7 +197,7 @@ class CameraCapacity:
             str(c.rec.backend), str(c.rec.device), machine, str(c.rec.cell_id),
             f"{cap.text(fps)}: {cap.how}", f"{c.short()} · {cap.text(fps)}",
             c.accuracy.text() + (f"; {c.accuracy.cost}" if c.accuracy.cost else ""),
-            host_bound=host_bound.words(c.rec, c.idx),
+            host_bound=host_bound.words(c.rec, c.idx), measured=cap.source == SEARCH,
         )  # fmt: skip
 
     @staticmethod
