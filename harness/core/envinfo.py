@@ -1,4 +1,5 @@
-"""The machine a run ran on: env.json (CPU, RAM, GPU and driver, library versions, git commit)."""
+"""The machine a run ran on: env.json (CPU, its cgroup CPU quota, RAM, GPU and driver, library versions, git
+commit)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.core import allocator
+from harness.core import allocator, cpu_quota
 from harness.core.version import SCHEMA_VERSION, __version__, library_version
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ def collect(run_id: str, started_at: str | None = None, *, facts: MachineFacts) 
     and the run's thread budget (harness.measure.machine.facts()).
     """
     commit, commit_source = git_commit_info()
+    quota = cpu_quota.read_quota()
     env = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -135,9 +137,13 @@ def collect(run_id: str, started_at: str | None = None, *, facts: MachineFacts) 
             "cpu_cores_logical": os.cpu_count(),
             "cpu_cores_physical": facts.cpu_cores_physical,
             "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+            # the container's CPU limit, which the counts above do not show (harness.core.cpu_quota)
+            "cpu_quota": quota.to_env(),
             "ram_gb": round(facts.ram_bytes / 2**30, 1),
         },
         "threads": facts.threads,
+        # the quota's throttle counters now; the run's end adds its own (cpu_quota.env_at_end)
+        cpu_quota.ENV_KEY: cpu_quota.env_at_start(quota),
         "allocator": allocator.info(),
         "gpu": facts.gpus,
         "gpu_reason": facts.gpu_reason,

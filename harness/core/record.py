@@ -306,6 +306,10 @@ class CellRecord(_Stamped):
     #: an export traced on a fake CUDA device (status traced or trace_failed): label, device, target (the stated
     #: GPU's facts), stages (name, status, seconds), stopped_at, shims, device_facts_asked, notes
     fake_device: dict[str, Any] | None = None
+    #: where the process ran in a cgroup CPU quota: how many of the quota periods of the cell's timed rounds the
+    #: quota throttled (periods, throttled, throttled_s, share, quota_cpus, period_us, source:
+    #: harness.measure.throttle); timed cells under a quota only
+    throttle: dict[str, Any] | None = None
 
 
 #: the fields only some records carry, written only when set
@@ -318,6 +322,7 @@ OPTIONAL_FIELDS = (
     "roofline",
     "loader",
     "fake_device",
+    "throttle",
 )
 #: every record's fields, in the order they are written
 RECORD_FIELDS = tuple(f.name for f in fields(CellRecord) if f.name not in OPTIONAL_FIELDS)

@@ -110,7 +110,7 @@ def selection(opt, backend_names: tuple[str, ...], devices: tuple[str, ...]) -> 
 def thread_budget(opt) -> tuple[int, str]:
     """--threads (validated), or the machine's physical cores; with where the number came from."""
     if opt("threads") is None:
-        return threads.physical_cores(), threads.DEFAULT_SOURCE
+        return threads.physical_cores(), threads.default_source()
     try:
         return threads.parse(opt("threads")), "--threads"
     except ValueError as e:

@@ -17,7 +17,7 @@ import pytest
 
 from harness import threads
 from harness.backends._shared.fake_cuda import DEFAULT_TARGET
-from harness.core import allocator, axes, envinfo, locations, run_claim
+from harness.core import allocator, axes, cpu_quota, envinfo, locations, run_claim
 from harness.core.axes import SelectionError
 from harness.core.record import TRACED_STATUSES, CellRecord
 from harness.core.results_dir import (
@@ -865,6 +865,7 @@ def mark_run_end(session: BenchSession, exitstatus: int, tr) -> str | None:
             }
         else:
             env.pop(INCOMPLETE_KEY, None)
+        cpu_quota.env_at_end(env)  # the CPU quota's throttle counters at the run's end
         write_env(run_dir, env)
     except (OSError, ValueError) as e:
         tr.write_line(f"env.json: the run's end not recorded ({e})")
