@@ -126,8 +126,8 @@ def run_workload(
     timing has been read, before any cell's later stages (end to end, parity, scenarios, operators, accuracy)."""
     label = workload_label(cells[0])
     loaded = run.timed_workloads.pop(label, None)
-    if loaded is not None and {s.attempt.cell_id for s in loaded[0]} == {c.id for c in cells}:
-        states, ready = loaded
+    if loaded is not None and {c.id for c in cells} <= {s.attempt.cell_id for s in loaded[0]}:
+        states, ready = _only(loaded, {c.id for c in cells})
     else:
         states, ready = _load(cells, services, run, stages)
         if ready:
@@ -150,6 +150,16 @@ def run_workload(
         out[s.attempt.cell_id] += remedies(s.cell, out[s.attempt.cell_id][0], services, run, stages)
     run.check_stop()  # every cell of the workload recorded, then the run stops on a full disk
     return {c.id: out[c.id] for c in cells if c.id in out}
+
+
+def _only(loaded: tuple[list[AttemptState], list[AttemptState]], ids: set[str]) -> tuple[list, list]:
+    """A workload the timing phase loaded, less its cells a re-plan left for later since (harness.plan.replan):
+    their runners are closed now, their attempts never recorded (--resume runs them)."""
+    states, ready = loaded
+    for s in states:
+        if s.attempt.cell_id not in ids:
+            end(s)
+    return [s for s in states if s.attempt.cell_id in ids], [s for s in ready if s.attempt.cell_id in ids]
 
 
 def _read_timing(s: AttemptState, stages: Pipeline) -> bool:

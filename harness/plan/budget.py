@@ -81,6 +81,9 @@ class NightPlan:
     warning: str | None = None
     profile_cells: int = 0
     extra: dict = field(default_factory=dict)
+    #: the cells the plan took, in the order it took them (free ones first): a re-plan leaves the last ones for
+    #: later first (harness.plan.replan)
+    order: list[str] = field(default_factory=list)
 
     @property
     def selected_s(self) -> float:
@@ -164,6 +167,8 @@ def plan_night(
     for c in order:
         sources[costs[c].source] = sources.get(costs[c].source, 0) + 1
 
+    took: list[str] = []
+
     def take(group: str, cid: str, why: str) -> None:
         nonlocal left
         g = groups.setdefault(group, {"cells": 0, "seconds": 0.0, "why": why})
@@ -172,6 +177,7 @@ def plan_night(
         g["seconds"] += seconds
         left -= seconds
         taken.add(cid)
+        took.append(cid)
 
     def wait(reason: str, cid: str) -> None:
         left_out.setdefault(reason, []).append(cid)
@@ -265,7 +271,16 @@ def plan_night(
         g["seconds"] = round(g["seconds"], 1)
     selected = [c for c in order if c in taken]
     return NightPlan(
-        budget_s, selected, groups, left_out, period, rotation, sources, warning, profile_cells=len(order)
+        budget_s,
+        selected,
+        groups,
+        left_out,
+        period,
+        rotation,
+        sources,
+        warning,
+        profile_cells=len(order),
+        order=took,
     )
 
 

@@ -15,7 +15,8 @@ prices (`compose`):
   took, else the table's, at most its budget) and the end (history import and report): recorded, else the
   table's figures.
 
-Remaining time is the sum of the parts not done yet. Once parts are done (`Estimate.done` with their actual
+Remaining time is the sum of the parts not done yet; a cell a re-plan leaves for later takes its share out of them
+(`Estimate.drop`, harness.plan.replan). Once parts are done (`Estimate.done` with their actual
 seconds), the machine-dependent seconds left (all but the scenarios, whose LoadGen durations are wall-clock) are
 rescaled by the done parts' actual over estimated seconds, within RESCALE_RANGE: a run going 1.4x slower than
 priced is expected to stay so.
@@ -69,6 +70,9 @@ class Estimate:
     prices: dict[str, Price] = field(default_factory=dict)  # cell id -> its price
     done_estimated_s: float = 0.0  # the machine-dependent seconds of the parts done with an actual figure
     done_actual_s: float = 0.0
+    labels: dict[str, str] = field(default_factory=dict)  # cell id -> the key of its workload's part
+    #: whether the cells' load and timing are in the timing phase's part (else in their workload's)
+    timed_apart: bool = True
 
     def done(self, key: str, actual_s: float | None = None) -> None:
         part = self.parts.pop(key, None)
@@ -85,6 +89,46 @@ class Estimate:
     def remaining_s(self) -> float:
         r = self.ratio()
         return sum((p.seconds - p.fixed) * r + p.fixed for p in self.parts.values())
+
+    def _shares(self, cell_id: str) -> list[tuple[str, float, float]]:
+        """(part key, seconds, fixed seconds) of each part not done yet that holds some of the cell's price."""
+        price = self.prices.get(cell_id)
+        if price is None or price.source == "skip":
+            part = self.parts.get(cell_id)  # a cell run alone is a part of its own
+            return [(cell_id, part.seconds, part.fixed)] if part is not None else []
+        p = price.parts
+        load_timing = p.get("load", 0.0) + p.get("timing", 0.0)
+        scen = p.get("scenarios", 0.0)
+        out = []
+        label = self.labels.get(cell_id)
+        if label in self.parts:
+            own = p.get("stages", 0.0) + scen + (0.0 if self.timed_apart else load_timing)
+            out.append((label, own, scen))
+        if self.timed_apart and TIMING_PHASE in self.parts:
+            out.append((TIMING_PHASE, load_timing, 0.0))
+        if cell_id in self.parts:
+            out.append((cell_id, self.parts[cell_id].seconds, self.parts[cell_id].fixed))
+        return out
+
+    def cell_left_s(self, cell_id: str) -> float:
+        """The seconds of the cell's price still ahead (its parts not done yet), rescaled as `remaining_s` is: what
+        leaving it for later saves."""
+        r = self.ratio()
+        return sum((seconds - fixed) * r + fixed for _, seconds, fixed in self._shares(cell_id))
+
+    def drop(self, cell_id: str) -> float:
+        """Leave the cell for later: its share of the parts not done yet comes out of them (a part it alone held
+        goes); returns the seconds saved (`cell_left_s`)."""
+        saved = self.cell_left_s(cell_id)
+        for key, seconds, fixed in self._shares(cell_id):
+            part = self.parts[key]
+            left, left_fixed = part.seconds - seconds, part.fixed - fixed
+            if key == cell_id or left <= 1e-9:
+                del self.parts[key]
+            else:
+                self.parts[key] = Part(key, left, part.source, max(0.0, left_fixed))
+        self.prices.pop(cell_id, None)
+        return saved
 
     def sources(self) -> dict[str, int]:
         """Cells per source (parts per source where no cell was priced)."""
@@ -142,7 +186,8 @@ def compose(
     cells: dict[str, int] = {}
     for p in preps:
         cells[p.source] = cells.get(p.source, 0) + 1
-    return Estimate(parts, cells=cells, prices=dict(prices))
+    labels = {c.id: label for label, cs in workloads.items() for c in cs}
+    return Estimate(parts, cells=cells, prices=dict(prices), labels=labels, timed_apart=episodes > 1)
 
 
 def estimate(

@@ -215,9 +215,11 @@ def plan_screen(
     whys = {GROUP_SCREEN: "yolo26n at 640 and 320: what the first screen decides on",
             GROUP_LADDER: "s, m, l, x at 640, the fastest backends first",
             GROUP_REST: "by what each adds per second (the cheapest first)"}  # fmt: skip
+    took = [c.id for c in cells if costs[c.id].seconds <= 0]
     for g, c in order:
         if costs[c.id].seconds <= left:
             take(g, c, whys[g])
+            took.append(c.id)
         else:
             out.append(c)
     for g in groups.values():
@@ -235,6 +237,7 @@ def plan_screen(
         warning,
         profile_cells=len(cells),
         extra={"reserve_s": round(reserve_s, 1)},
+        order=took,
         later=left_for_later(out),
         more_s=more,
         suggested=suggested_budget(total) if out else "",

@@ -220,6 +220,7 @@ def apply(config, items: list, planned_of, session, done: frozenset[str] = froze
     )
     planned = planned_of(items)
     plan = make_plan(planned, budget_s, order=session.budget_order, **how)
+    session.plan_order = list(plan.order)  # a re-plan leaves its last cells for later first
     if session.default_budget and not plan.left_out:
         session.progress(
             f"plan: every one of the {len(planned)} cells fits the default budget of {in_words(budget_s)}"

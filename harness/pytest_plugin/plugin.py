@@ -43,7 +43,7 @@ from harness.plan.estimate import fmt_duration
 from harness.plan.expected import ExpectedStatus
 from harness.plan.matrix import PlannedCell, build, profile_names
 from harness.plan.screen_budget import RESERVE_SHARE, time_budget
-from harness.pytest_plugin import eta, options
+from harness.pytest_plugin import eta, options, replan_session
 from harness.pytest_plugin.finish import END_FAILED, _render_report, end_failures
 from harness.pytest_plugin.options import scenario_budget
 from harness.yolo.models import WeightsError, allow_unsafe_weights
@@ -286,6 +286,8 @@ class BenchSession:
         self.wall_s: float | None = None
         self.night_plan: NightPlan | None = None  # --time-budget: the plan, set at collection
         self.skip_reasons: dict[str, str | None] = {}  # cell id -> its skip reason here, found by the plan
+        self.plan_order: list[str] = []  # the plan's cells in the order it took them (nightplan.apply)
+        self.left_for_later: dict[str, str] = {}  # cell id -> why a re-plan left it (harness.plan.replan)
 
     def _validate(self, opt) -> None:
         """Every option checked before any work (harness.pytest_plugin.options): one error line otherwise."""
@@ -461,8 +463,7 @@ def pytest_runtestloop(session: pytest.Session):
 
 def run_scenario_phase(bench: BenchSession) -> None:
     """The scenario phase of the session's run, where it has one and holds records; its budget: --scenario-budget,
-    within --time-budget the larger of the plan's share and what the budget has left, never more than
-    --scenario-budget."""
+    within --time-budget what the budget has left (less the run's end), never more than --scenario-budget."""
     cfg = bench.run_config
     if not cfg.scenario_phase or bench.stopped or interrupt.received() is not None:
         return
@@ -471,8 +472,8 @@ def run_scenario_phase(bench: BenchSession) -> None:
     budget = cfg.scenario_budget_s
     if bench.time_budget_s is not None:
         left = bench.time_budget_s - (time.perf_counter() - bench.t0) - RESERVE_SHARE * bench.time_budget_s
-        share = bench.clock.scenario_phase_left() if bench.clock is not None else None
-        budget = min(budget, max(share or 0.0, left))
+        # what the budget has left, never more: the re-plans kept the plan's share for it (harness.plan.replan)
+        budget = min(budget, max(0.0, left))
     t0 = time.perf_counter()
     try:
         bench.runner.measure_decision(bench.report_constraints, max(0.0, budget))
@@ -612,13 +613,15 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list) -> list[s
 
 
 def _timed_cells(session: BenchSession) -> list[PlannedCell]:
-    """Selected cells that are timed in workloads: not excluded, not dynamic, not already recorded (--resume)."""
+    """Selected cells that are timed in workloads: not excluded, not dynamic, not already recorded (--resume), not
+    left for later by a re-plan."""
     return [
         p
         for p in session.selected
         if not p.excluded
         and not p.cell.shape.dynamic
         and (p.cell.id not in session.recorded or p.cell.id in session.rerun)
+        and p.cell.id not in session.left_for_later
     ]
 
 
@@ -639,9 +642,13 @@ def workload_records(session: BenchSession, planned: PlannedCell) -> list[CellRe
             t0 = time.perf_counter()
             session.runner.prepare(cells)
             tick(session, "export_phase_done", time.perf_counter() - t0, session.runner.prepared)
+            cells = [p.cell for p in _timed_cells(session)]  # less what a re-plan left for later
             t0 = time.perf_counter()
             session.runner.time_all(cells)
             tick(session, "timing_phase_done", time.perf_counter() - t0)
+    cells = [c for c in cells if c.id not in session.left_for_later]
+    if cell.id in session.left_for_later:  # the test that ran the phases: a re-plan left its own cell
+        pytest.skip(session.left_for_later[cell.id])
     key = timing_key(cell)
     mates = next((g for g in group(cells) if timing_key(g[0]) == key), [cell])
     if cell not in mates:
@@ -666,6 +673,8 @@ def run_cell_test(planned: PlannedCell, session: BenchSession, benchmark) -> Cel
     benchmark.group = f"{cell.model}-{cell.head}-{cell.shape.label}-b{cell.batch}"
     interrupt.check()  # a safe point: no cell starts once the run was told to stop
     resume_cell(session, cell.id)
+    if cell.id in session.left_for_later:  # not a record: --resume runs it
+        pytest.skip(session.left_for_later[cell.id])
     start_clock(session)
     try:
         if planned.excluded or cell.shape.dynamic:
@@ -728,6 +737,7 @@ def tick(session: BenchSession, event: str, *args) -> None:
         getattr(session.clock, event)(*args)
     except Exception:
         log.exception("estimate: %s failed", event)
+    replan_session.check(session, event, *args)  # past the budget now: the lowest-ranked cells wait
 
 
 def _write_canary(session: BenchSession, tr) -> None:
