@@ -18,6 +18,7 @@ import harness  # noqa: F401  (offline environment before ultralytics is importe
 from harness.accuracy import evaluate as ev
 from harness.accuracy import validator
 from harness.yolo import dataset as ds
+from harness.yolo import task_dataset
 
 STANDIN = Path(__file__).resolve().parent.parent / "weights" / "standin" / "yolo26n-detect.pt"
 
@@ -32,7 +33,7 @@ def _task(task: str, images: int, shapes: list[int]) -> None:
     names = te.model_names(weights)
     heads = ("e2e",) if task == "cls" else ("e2e", "raw")
     with tempfile.TemporaryDirectory(prefix="agreement-") as tmp:
-        split = task_split.load(ds.generate(Path(tmp), train=1, task=task), task, limit=images)
+        split = task_split.load(task_dataset.generate_any(Path(tmp), train=1, task=task), task, limit=images)
         for s in shapes:
             for head in heads:
                 theirs = validator.validate_split(weights, split, s, head)
@@ -48,7 +49,7 @@ def _task(task: str, images: int, shapes: list[int]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--task", choices=ds.TASKS, default="detect")
+    p.add_argument("--task", choices=task_dataset.ALL_TASKS, default="detect")
     p.add_argument("--images", type=int, default=ev.DEFAULT_IMAGES)
     p.add_argument("--shapes", default="320,640")
     a = p.parse_args()

@@ -10,6 +10,7 @@ import pytest
 from harness.accuracy import task_eval as te
 from harness.accuracy import task_split
 from harness.yolo import dataset as ds
+from harness.yolo import task_dataset as td
 
 PERFECT = 0.995  # ap_per_class's 101-point interpolation: a perfect detector's AP
 NC = len(ds.CLASSES)
@@ -20,7 +21,7 @@ SHAPES = [(320, 320), (256, 384)]
 def splits(tmp_path_factory) -> dict[str, task_split.TaskSplit]:
     out = {}
     for task in ("seg", "pose", "obb", "cls"):
-        data = ds.generate(
+        data = td.generate_any(
             tmp_path_factory.mktemp(task), train=1, val=10 if task == "cls" else 6, calib=1, task=task
         )
         out[task] = task_split.load(data, task, limit=10)

@@ -35,7 +35,7 @@ def test_detect_dataset_is_byte_identical_to_what_its_stand_in_was_trained_on(tm
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tasks")
-    return {task: ds.generate(root / task, seed=0, task=task, **SMALL) for task in ds.TASKS}
+    return {task: td.generate_any(root / task, seed=0, task=task, **SMALL) for task in td.ALL_TASKS}
 
 
 @pytest.mark.parametrize("task", ["seg", "pose", "obb"])
@@ -45,7 +45,7 @@ def test_segment_pose_obb_use_detects_images(generated, task):
         assert [p.read_bytes() for p in mine] == [p.read_bytes() for p in theirs]
 
 
-@pytest.mark.parametrize("task", ds.TASKS)
+@pytest.mark.parametrize("task", td.ALL_TASKS)
 def test_every_data_yaml_is_marked_synthetic(generated, task):
     doc = yaml.safe_load(generated[task].read_text())
     assert doc["synthetic"] is True and "Synthetic" in doc["description"]
@@ -165,9 +165,9 @@ def test_classification_split_is_one_folder_per_class_and_balanced(generated):
 
 
 def test_task_datasets_regenerate_only_when_they_changed(tmp_path):
-    data = ds.generate(tmp_path, seed=0, task="pose", **SMALL)
+    data = td.generate_any(tmp_path, seed=0, task="pose", **SMALL)
     first = (tmp_path / "labels" / "val" / "val_00000.txt").stat().st_mtime_ns
-    assert ds.generate(tmp_path, seed=0, task="pose", **SMALL) == data
+    assert td.generate_any(tmp_path, seed=0, task="pose", **SMALL) == data
     assert (tmp_path / "labels" / "val" / "val_00000.txt").stat().st_mtime_ns == first
     assert not td.is_current(tmp_path, "pose", ds.DatasetSpec(seed=1, **SMALL))
     assert not td.is_current(tmp_path, "obb", ds.DatasetSpec(seed=0, **SMALL))  # another task's manifest
@@ -176,8 +176,8 @@ def test_task_datasets_regenerate_only_when_they_changed(tmp_path):
 
 
 def test_two_generations_of_a_task_are_byte_identical(tmp_path):
-    a = ds.generate(tmp_path / "a", seed=2, task="cls", **SMALL).parent
-    b = ds.generate(tmp_path / "b", seed=2, task="cls", **SMALL).parent
+    a = td.generate_any(tmp_path / "a", seed=2, task="cls", **SMALL).parent
+    b = td.generate_any(tmp_path / "b", seed=2, task="cls", **SMALL).parent
 
     def digest(root: Path) -> dict[str, str]:
         return {
@@ -189,10 +189,39 @@ def test_two_generations_of_a_task_are_byte_identical(tmp_path):
 
 def test_cli_and_task_roots(tmp_path, capsys):
     assert (
-        ds.main(["--task", "obb", "--out", str(tmp_path), "--train", "1", "--val", "1", "--calib", "1"]) == 0
+        td.main(["--task", "obb", "--out", str(tmp_path), "--train", "1", "--val", "1", "--calib", "1"]) == 0
     )
     assert Path(capsys.readouterr().out.strip()) == tmp_path / "data.yaml"
     assert ds.task_root(tmp_path / "dataset-eval", "seg") == tmp_path / "dataset-eval-seg"
     assert ds.task_root(tmp_path / "dataset-eval", "detect") == tmp_path / "dataset-eval"
     with pytest.raises(ValueError):
-        ds.generate(tmp_path, task="depth")
+        td.generate_any(tmp_path, task="depth")
+
+
+def _int8_request(task: str, calibration: Path):
+    from harness.backends.base import ExportRequest
+    from harness.core.axes import Shape
+    from harness.core.cell import Cell
+
+    cell = Cell("n", task, "e2e", "openvino", "cpu", Shape(320, 320), 1, "int8")
+    return ExportRequest.for_cell(cell, "w.pt", "out", {}, calibration=str(calibration))
+
+
+def test_a_task_calibrates_int8_on_its_own_generated_dataset(tmp_path):
+    """A non-detect int8 cell named the generated detect dataset calibrates on its task's dataset beside it (the
+    labels ultralytics' int8 exporter reads for that task); detect, and a user's dataset, as named."""
+    from harness.backends._shared.calibration import calibration_for
+
+    detect = ds.generate(tmp_path / "eval", seed=0, train=1, val=2, calib=2)
+    assert calibration_for(_int8_request("detect", detect)).data_yaml == detect.resolve()
+    pose = calibration_for(_int8_request("pose", detect))
+    assert pose.data_yaml == (tmp_path / "eval-pose" / "data.yaml").resolve() and pose.split == "calib"
+    assert [p.read_bytes() for p in pose.images] == [p.read_bytes() for p in ds.split_images(detect, "calib")]
+    doc = yaml.safe_load(pose.ultralytics_yaml(tmp_path / "ov").read_text())
+    assert doc["kpt_shape"] == [17, 3] and doc["flip_idx"] == list(sl.FLIP_IDX)
+    cls = calibration_for(_int8_request("cls", detect))
+    folder = cls.ultralytics_yaml(tmp_path / "ov-cls", "cls")
+    assert {p.name for p in (folder / "val").iterdir()} <= set(ds.CLASSES) and (folder / "train").is_dir()
+    # the other way: a dataset the user named is the calibration set, whatever the task
+    user = td.generate_any(tmp_path / "mine", seed=1, train=1, val=1, calib=1, task="seg")
+    assert calibration_for(_int8_request("seg", user)).data_yaml == user.resolve()

@@ -120,13 +120,16 @@ def split_for(cell, data, user_data: Path | str | None, images: int):
     if cell.task == "detect":
         return data.accuracy_split(cell)
     from harness.accuracy import task_split
-    from harness.yolo import dataset as ds
+    from harness.yolo import task_dataset
 
     if user_data is not None:
         data_yaml = Path(user_data)
-    else:  # the detect dataset's folder names where the run keeps its generated data
-        detect_root = Path(data.dataset_yaml()).parent
-        data_yaml = ds.generate(ds.task_root(detect_root, cell.task), train=1, task=cell.task)
+    else:  # beside the run's generated detect dataset, with its seed and sizes
+        data_yaml = task_dataset.beside(data.dataset_yaml(), cell.task)
+        if data_yaml is None:
+            raise ValueError(
+                f"{data.dataset_yaml()} is not a generated dataset: no generated {cell.task} data"
+            )
     key = (str(data_yaml), cell.task, images)
     with _SPLITS_LOCK:
         if key not in _SPLITS:

@@ -2,18 +2,14 @@
 harness's accuracy pass (harness.accuracy.evaluate) must agree with.
 
 ultralytics' validator imports torchvision; on this stack (torchvision 0.28, a CUDA build, beside the CPU build of
-torch 2.13) that import fails with `operator torchvision::nms does not exist`: its compiled operators do not load,
-and registering their fake kernels fails. Where it does, `torchvision_placeholder` imports torchvision's Python
-parts (transforms, datasets: what ultralytics' classification dataset and transform use) with those two
-registrations skipped, and sets its `ops.nms` to ultralytics' own TorchNMS.nms (which matches torchvision's), so the
-validators' NMS runs ultralytics' implementation.
+torch 2.13) that import fails with `operator torchvision::nms does not exist`. `torchvision_placeholder` imports
+torchvision's Python parts without its compiled ops where that happens (harness.yolo.torchvision_compat), with its
+`ops.nms` ultralytics' own TorchNMS.nms, so the validators' NMS runs ultralytics' implementation.
 """
 
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,35 +20,11 @@ log = logging.getLogger(__name__)
 
 
 def torchvision_placeholder() -> bool:
-    """Where torchvision's compiled ops do not load: import its Python parts without them and stand ultralytics' NMS
-    in for `torchvision.ops.nms`, in this process; True if it did (False: torchvision is imported already, or
-    loads as it is)."""
-    if "torchvision" in sys.modules:
-        return False
-    probe = [sys.executable, "-c", "import torch, torchvision.ops; torchvision.ops.nms"]
-    if subprocess.run(probe, capture_output=True).returncode == 0:
-        return False
-    import torch
-    from ultralytics.utils.nms import TorchNMS
+    """torchvision's Python parts without its compiled ops, where they do not load (harness.yolo.torchvision_compat);
+    True if it did."""
+    from harness.yolo.torchvision_compat import load_torchvision
 
-    register_fake = torch.library.register_fake
-
-    def without_compiled_ops(op, *args, **kwargs):
-        # torchvision registers fake kernels for its compiled nms and qnms, which this build lacks: skip those two
-        if isinstance(op, str) and op.startswith("torchvision::"):
-            return (lambda fn: fn) if not args and "func" not in kwargs else None
-        return register_fake(op, *args, **kwargs)
-
-    torch.library.register_fake = without_compiled_ops
-    try:
-        import torchvision
-    finally:
-        torch.library.register_fake = register_fake
-    torchvision.ops.nms = TorchNMS.nms
-    log.info(
-        "torchvision's compiled ops do not load here: its Python parts without them, ultralytics' TorchNMS"
-    )
-    return True
+    return load_torchvision()
 
 
 def validate(

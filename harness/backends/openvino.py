@@ -311,8 +311,13 @@ class OpenVino(Backend):
         from harness.backends._shared.calibration import calibration_for, used_images
 
         cal = calibration_for(req)
+        if req.task == "cls":  # its int8 calibration reads through ultralytics' classify dataset: torchvision
+            from harness.yolo.torchvision_compat import load_torchvision
+
+            load_torchvision()
         with tempfile.TemporaryDirectory(prefix="ov-calibration-") as tmp, no_font_download():
-            path = export_with_ultralytics(req, "openvino", data=str(cal.ultralytics_yaml(Path(tmp))))
+            data = cal.ultralytics_yaml(Path(tmp), req.task)
+            path = export_with_ultralytics(req, "openvino", data=str(data))
         info = {
             "calibration": cal.info(used_images(cal, req.batch)),
             "quantization": "int8 NNCF post-training (ultralytics int8=True)",

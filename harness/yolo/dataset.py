@@ -12,8 +12,8 @@ Every image has its own random stream seeded by (seed, split, index), so the val
 train images there are. A manifest records the parameters and `GENERATOR_VERSION`; `generate` rewrites the
 dataset only when they changed or a file is missing.
 
-`generate(..., task=...)` writes the other tasks' datasets (harness.yolo.task_dataset): segment, pose and obb on
-these very images with the labels of their task (harness.yolo.shape_labels), classify in ImageFolder layout.
+The other tasks' datasets (harness.yolo.task_dataset) are built on this one: segment, pose and obb on these very
+images with the labels of their task (harness.yolo.shape_labels), classify in ImageFolder layout.
 """
 
 from __future__ import annotations
@@ -92,10 +92,6 @@ class Obj:
     extent: float = 0.0
     angle: float = 0.0
     filled: bool = True
-
-
-#: the tasks with a generated dataset: detect here, the others in harness.yolo.task_dataset
-TASKS = ("detect", "seg", "pose", "obb", "cls")
 
 
 def default_root(task: str = "detect") -> Path:
@@ -306,25 +302,14 @@ def is_current(root: Path, spec: DatasetSpec) -> bool:
 
 
 def generate(
-    root: Path | str | None = None,
-    seed: int = 0,
-    train: int = 600,
-    val: int = 100,
-    calib: int = 32,
-    task: str = "detect",
+    root: Path | str | None = None, seed: int = 0, train: int = 600, val: int = 100, calib: int = 32
 ) -> Path:
-    """Write the dataset of `task` under `root` (default: `default_root(task)`) unless it is already current; return
-    the path of its data.yaml. Tasks other than detect: harness.yolo.task_dataset."""
+    """Write the dataset under `root` (default: the cache dir's dataset/) unless it is already current; return the
+    path of its data.yaml. The other tasks' datasets: harness.yolo.task_dataset.generate_any."""
     from filelock import FileLock
 
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {', '.join(TASKS)}, not {task!r}")
     spec = DatasetSpec(seed=seed, train=train, val=val, calib=calib)
-    root = Path(root) if root is not None else default_root(task)
-    if task != "detect":
-        from harness.yolo import task_dataset
-
-        return task_dataset.generate(root, task, spec)
+    root = Path(root) if root is not None else default_root()
     if is_current(root, spec):
         return root / "data.yaml"
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -382,19 +367,17 @@ def split_images(data_yaml: Path | str, split: str) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: python -m harness.yolo.dataset [--task T] [--out DIR] [--seed N] [--train N] [--val N] [--calib N]."""
+    """CLI: python -m harness.yolo.dataset --out DIR [--seed N] [--train N] [--val N] [--calib N]
+    (every task: python -m harness.yolo.task_dataset --task TASK ...)."""
     p = argparse.ArgumentParser(prog="python -m harness.yolo.dataset", description=__doc__.splitlines()[0])
-    p.add_argument("--task", choices=TASKS, default="detect")
-    p.add_argument(
-        "--out", type=Path, default=None, help="dataset directory (default: the cache dir's dataset[-TASK])"
-    )
+    p.add_argument("--out", type=Path, default=default_root(), help="dataset directory (default %(default)s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train", type=int, default=DatasetSpec.train)
     p.add_argument("--val", type=int, default=DatasetSpec.val)
     p.add_argument("--calib", type=int, default=DatasetSpec.calib)
     a = p.parse_args(argv)
     try:
-        path = generate(a.out, seed=a.seed, train=a.train, val=a.val, calib=a.calib, task=a.task)
+        path = generate(a.out, seed=a.seed, train=a.train, val=a.val, calib=a.calib)
     except ValueError as e:
         print(f"ERROR: {e}")
         return 4

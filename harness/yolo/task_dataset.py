@@ -30,6 +30,8 @@ from harness.yolo import shape_labels as sl
 log = logging.getLogger(__name__)
 
 TASKS = ("seg", "pose", "obb", "cls")
+#: every task with a generated dataset (detect's: harness.yolo.dataset)
+ALL_TASKS = ("detect", *TASKS)
 #: version of the task labels and classify images (detect's images keep ds.GENERATOR_VERSION)
 TASK_VERSION = 1
 #: ultralytics' names of the tasks (the data.yaml says which)
@@ -131,6 +133,39 @@ def generate(root: Path, task: str, spec: ds.DatasetSpec) -> Path:
     return root / "data.yaml"
 
 
+def beside(detect_yaml: Path | str, task: str) -> Path | None:
+    """The generated `task` dataset beside a generated detect dataset (`<folder>-<task>`, with the detect dataset's
+    seed, val and calib sizes and one train image: what accuracy and int8 calibration read), generated if need be;
+    None when `detect_yaml` is not a generated detect dataset (a user's: it serves its own task)."""
+    detect_yaml = Path(detect_yaml)
+    try:
+        found = json.loads((detect_yaml.parent / ds.MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if "task" in found or found.get("generator_version") != ds.GENERATOR_VERSION:
+        return None
+    spec = ds.DatasetSpec(seed=int(found["seed"]), train=1, val=int(found["val"]), calib=int(found["calib"]))
+    return generate(ds.task_root(detect_yaml.parent, task), task, spec)
+
+
+def generate_any(
+    root: Path | str | None = None,
+    seed: int = 0,
+    train: int = 600,
+    val: int = 100,
+    calib: int = 32,
+    task: str = "detect",
+) -> Path:
+    """The dataset of any task under `root` (default: the cache dir's `dataset` for detect, `dataset-<task>` for
+    the others), written unless it is already current; the path of its data.yaml."""
+    if task not in ALL_TASKS:
+        raise ValueError(f"task must be one of {', '.join(ALL_TASKS)}, not {task!r}")
+    root = Path(root) if root is not None else ds.default_root(task)
+    if task == "detect":
+        return ds.generate(root, seed=seed, train=train, val=val, calib=calib)
+    return generate(root, task, ds.DatasetSpec(seed=seed, train=train, val=val, calib=calib))
+
+
 LABELS = {"seg": sl.seg_lines, "pose": sl.pose_lines, "obb": sl.obb_lines}
 
 
@@ -205,3 +240,32 @@ def render_cls(rng: np.random.Generator, cls: int) -> np.ndarray:
     # the palette colour farthest from what lies under it: the main shape always stands out
     img[mask] = max(ds.PALETTE, key=lambda c: float(np.abs(np.asarray(c) - under).sum()))
     return img
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: python -m harness.yolo.task_dataset --task TASK [--out DIR] [--seed N] [--train N] [--val N] [--calib N]."""
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m harness.yolo.task_dataset", description=__doc__.splitlines()[0]
+    )
+    p.add_argument("--task", choices=ALL_TASKS, required=True)
+    p.add_argument(
+        "--out", type=Path, default=None, help="dataset directory (default: the cache dir's dataset-TASK)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--train", type=int, default=ds.DatasetSpec.train)
+    p.add_argument("--val", type=int, default=ds.DatasetSpec.val)
+    p.add_argument("--calib", type=int, default=ds.DatasetSpec.calib)
+    a = p.parse_args(argv)
+    try:
+        path = generate_any(a.out, seed=a.seed, train=a.train, val=a.val, calib=a.calib, task=a.task)
+    except ValueError as e:
+        print(f"ERROR: {e}")
+        return 4
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -32,17 +32,28 @@ class Calibration:
     split: str
     images: tuple[Path, ...]
 
-    def ultralytics_yaml(self, out_dir: Path) -> Path:
+    def ultralytics_yaml(self, out_dir: Path, task: str = "detect") -> Path:
         """A dataset YAML for ultralytics' int8 exporter whose `val` split is the calibration images (its
-        exporter calibrates on `val` or a named split, and resolves only train/val/test against `path`)."""
+        exporter calibrates on `val` or a named split, and resolves only train/val/test against `path`); pose
+        carries the dataset's kpt_shape and flip_idx. Classify: a folder whose `train` and `val` are the split's
+        class folders (ultralytics reads a classification dataset from a folder, not a YAML)."""
         import yaml
 
         doc = yaml.safe_load(self.data_yaml.read_text()) or {}
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if task == "cls":
+            classes = self.images[0].parent.parent.resolve()
+            folder = out_dir / "classify"
+            folder.mkdir(exist_ok=True)
+            for split in ("train", "val"):
+                (folder / split).symlink_to(classes, target_is_directory=True)
+            return folder
         folder = str(self.images[0].parent.resolve())
-        names = doc.get("names") or {}
-        out = Path(out_dir) / "calibration.yaml"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(yaml.safe_dump({"path": folder, "train": folder, "val": folder, "names": names}))
+        fields = {"path": folder, "train": folder, "val": folder, "names": doc.get("names") or {}}
+        fields.update({k: doc[k] for k in ("kpt_shape", "flip_idx", "kpt_oks_sigmas") if k in doc})
+        out = out_dir / "calibration.yaml"
+        out.write_text(yaml.safe_dump(fields))
         return out
 
     def info(self, used: int | None = None) -> dict:
@@ -55,8 +66,17 @@ class Calibration:
 
 
 def calibration_for(req: ExportRequest) -> Calibration:
-    """The calibration set of `req`: its `calibration` dataset YAML, else the generated dataset's calib split."""
-    return calibration_set(req.calibration)
+    """The calibration set of `req`: its `calibration` dataset YAML, else the generated dataset's calib split. A cell
+    of another task than detect named the generated detect dataset calibrates on the generated dataset of its task
+    beside it (harness.yolo.task_dataset.beside: the same images for segment, pose and obb, with the labels
+    ultralytics' int8 exporter reads for that task; classify's own images)."""
+    if req.task == "detect":
+        return calibration_set(req.calibration)
+    from harness.yolo import dataset as ds
+    from harness.yolo import task_dataset
+
+    detect_yaml = Path(req.calibration) if req.calibration else ds.generate()
+    return calibration_set(task_dataset.beside(detect_yaml, req.task) or detect_yaml)
 
 
 def calibration_set(data_yaml: Path | str | None) -> Calibration:
