@@ -34,7 +34,10 @@ def _pytest_suites(*args, cwd=REPO, timeout=600):
         (["--shapes", "640x-1"], "shape '640x-1': expected a positive integer"),
         (["--shapes", "0"], "shape 0x0: height and width must be positive integers"),
         (["--batches", "two"], "--batches: 'two' is not a positive integer"),
-        (["--profile", "weekly"], "--profile: unknown 'weekly'; valid: quick, default, tasks, claims, nightly"),
+        (
+            ["--profile", "weekly"],
+            "--profile: unknown 'weekly'; valid: quick, default, tasks, families, claims, nightly",
+        ),
     ],
 )
 @pytest.mark.process

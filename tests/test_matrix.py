@@ -64,7 +64,7 @@ def test_exclusions_are_skips_with_reasons_not_dropped_cells():
 
 
 def test_unknown_profile_is_a_selection_error():
-    with pytest.raises(SelectionError, match="valid: quick, default, tasks, claims, nightly"):
+    with pytest.raises(SelectionError, match="valid: quick, default, tasks, families, claims, nightly"):
         build("weekly", Selection())
 
 

@@ -94,7 +94,8 @@ def test_claims_table_loads_and_every_claim_names_a_known_check_and_seed():
     assert {c.check for c in claims if c.check} <= set(CHECKS)
     assert all(c.check or c.untestable for c in claims)
     for c in claims:
-        assert re.fullmatch(r"\d{3}_[0-9a-f]{16}\.txt", c.seed), c.seed
+        # a seed document, or the vendor's own published claim (its source named)
+        assert re.fullmatch(r"\d{3}_[0-9a-f]{16}\.txt|ultralytics: .+", c.seed), c.seed
         assert c.unmeasurable
     # the four claims the issue names are in the table
     texts = " ".join(c.claim for c in claims)

@@ -111,7 +111,7 @@ def fake_export(req: ExportRequest, out: Path) -> ExportResult:
     info: dict = {"device": "cuda", "remedy": req.options.get("remedy")}
     if spec is not None:
         info["host_postprocess"] = spec
-    pt2 = out / f"yolo26{req.size}-{req.task}-aoti-cuda{'-backbone' if spec is not None else ''}.pt2"
+    pt2 = out / f"{req.family}{req.size}-{req.task}-aoti-cuda{'-backbone' if spec is not None else ''}.pt2"
     trace = trace_export(
         req.options[FAKE_OPTION],
         model,
@@ -282,7 +282,7 @@ class Aoti(Backend):
         if link:
             info["aoti_link"] = link
         suffix = "-backbone" if spec is not None else ""
-        pt2 = out / f"yolo26{req.size}-{req.task}-aoti-{device}{suffix}.pt2"
+        pt2 = out / f"{req.family}{req.size}-{req.task}-aoti-{device}{suffix}.pt2"
         t0 = time.perf_counter()
         # Cold compile, as for torch-compile: a warm Inductor cache would make export_s depend on earlier exports.
         # torch's config modules gain `patch` at import (install_config_module): the stubs do not show it

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from harness.core.axes import DEFAULT_FAMILY
 from harness.core.version import library_version  # noqa: F401  (re-exported: the backends read versions here)
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ class ExportRequest:
     #: int8 calibration: a dataset YAML whose `calib` (else `val`) split is calibrated on; None: the generated
     #: dataset's calib split (harness.backends._shared.calibration)
     calibration: str | None = None
+    #: the model family (harness.core.axes.FAMILIES): which head it has, how its files are named
+    family: str = DEFAULT_FAMILY
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -76,6 +79,7 @@ class ExportRequest:
             out_dir=str(out_dir),
             options=options,
             calibration=None if calibration is None else str(calibration),
+            family=cell.family,
         )
 
 

@@ -84,7 +84,7 @@ class ExecuTorchArm(ExportOnlyBackend):
         dtypes = lowered_dtypes(edge.exported_program().graph_module)
         out = Path(req.out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        pte = out / f"yolo26{req.size}-{req.task}-ethos-u.pte"
+        pte = out / f"{req.family}{req.size}-{req.task}-ethos-u.pte"
         pte.write_bytes(edge.to_executorch().buffer)
         log.info("wrote %s (%d delegated, %d fallback nodes)", pte, ops["delegated"], ops["fallback"])
         return ExportResult(

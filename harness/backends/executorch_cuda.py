@@ -221,7 +221,7 @@ class ExecuTorchCuda(Backend):
             program = edge.to_executorch()
         # The artifact is a directory, so its size counts the .pte and the .ptd weights together.
         out = Path(req.out_dir) / (
-            f"yolo26{req.size}-{req.task}-executorch-cuda" + ("-backbone" if remedy else "")
+            f"{req.family}{req.size}-{req.task}-executorch-cuda" + ("-backbone" if remedy else "")
         )
         out.mkdir(parents=True, exist_ok=True)
         with phase("serialize (.pte and .ptd)", phases):

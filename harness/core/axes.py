@@ -9,10 +9,41 @@ SIZES = ("n", "s", "m", "l", "x")
 TASKS = ("detect", "seg", "pose", "obb", "cls")
 HEADS = ("e2e", "raw")
 PRECISIONS = ("fp32", "fp16", "int8")
+#: the model families: YOLO26 (the model under test, every cell's default) and the families a user migrates from,
+#: each timed beside the YOLO26 cell of the same size, backend and shape (docs/report.md, "Moving from YOLO11")
+FAMILIES = ("yolo26", "yolo11", "yolov8")
+DEFAULT_FAMILY = "yolo26"
+#: the families with the NMS-free one-to-one head beside the one-to-many one (YOLO26's `end2end: True` configs);
+#: the others have the one-to-many head only: their cells are head `raw`, with ultralytics' NMS after it
+ONE_TO_ONE_FAMILIES = ("yolo26",)
+#: how each family is written in words (its published name)
+FAMILY_NAMES = {"yolo26": "YOLO26", "yolo11": "YOLO11", "yolov8": "YOLOv8"}
 
 # Published model cost at 640x640 (ultralytics docs, detect, fused model). Scaled by pixel count for other shapes;
 # used for the GFLOP/s column and plots, never as a measurement of this run.
 GFLOPS_640 = {"n": 5.4, "s": 20.7, "m": 68.2, "l": 86.4, "x": 193.9}
+#: the same per family: YOLO11's and YOLOv8's detect tables at 640 (docs.ultralytics.com/models/yolo11/ and
+#: /models/yolov8/, "FLOPs (B)"); YOLOv8's are the original head's (ultralytics >= 8.3 builds `yolov8n.yaml` with
+#: YOLO11's head, a little more work than published)
+FAMILY_GFLOPS_640 = {
+    "yolo26": GFLOPS_640,
+    "yolo11": {"n": 6.5, "s": 21.5, "m": 68.0, "l": 86.9, "x": 194.9},
+    "yolov8": {"n": 8.7, "s": 28.6, "m": 78.9, "l": 165.2, "x": 257.8},
+}
+
+
+def family_heads(family: str) -> tuple[str, ...]:
+    """The heads a family has: YOLO26 both, the others the one-to-many head only (`raw`)."""
+    return HEADS if family in ONE_TO_ONE_FAMILIES else ("raw",)
+
+
+def parse_families(text: str | None) -> tuple[str, ...] | None:
+    """`--families yolo11,yolov8`: the families timed beside YOLO26, which always runs (each other family's cell is
+    paired with its YOLO26 cell); `all` selects every family; None leaves the profile's."""
+    chosen = parse_list(text, FAMILIES, "families")
+    if chosen is None:
+        return None
+    return (DEFAULT_FAMILY, *(f for f in chosen if f != DEFAULT_FAMILY))
 
 
 # Input bounds a user can lift with --force-shapes: a side outside 32..4096 or a batch above 1024 is far more likely a

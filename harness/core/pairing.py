@@ -50,13 +50,32 @@ def _stands(rec: CellRecord, partner: Any, sessions: dict[str, set[str | None]])
     return partner == rec.cell_id or mine in sessions.get(str(partner), {mine})
 
 
+def _drop_e2e(records: list[CellRecord], sessions: dict[str, set[str | None]]) -> None:
+    """The same for `paired_e2e` (the end-to-end rounds ran in the same process as the model-only ones, right
+    after them: the timing session stands for both): an entry whose partner holds another session goes, with why,
+    and the section when none is left."""
+    for r in records:
+        p = r.paired_e2e
+        others = p.get("others") if isinstance(p, dict) else None
+        if not isinstance(others, dict):
+            continue
+        broken = [k for k in others if not _stands(r, k, sessions)]
+        if not broken:
+            continue
+        kept = {k: v for k, v in others.items() if k not in broken}
+        r.paired_e2e = {**p, "others": kept} if kept else None
+        for k in broken:
+            set_null(r, f"paired_e2e.others.{k}", NOT_A_PAIR.format(partner=k))
+
+
 def drop_cross_session_pairs(records: list[CellRecord]) -> None:
-    """Drop from each record's `paired` every entry whose partner's records in `records` all hold another timing
-    session (in place; the reason under `null_reasons`). The reference's ratio becomes null; an entry of `others`
-    goes; `paired` itself becomes null when nothing of it stands."""
+    """Drop from each record's `paired` (and `paired_e2e`) every entry whose partner's records in `records` all
+    hold another timing session (in place; the reason under `null_reasons`). The reference's ratio becomes null;
+    an entry of `others` goes; `paired` itself becomes null when nothing of it stands."""
     sessions: dict[str, set[str | None]] = {}
     for r in records:
         sessions.setdefault(r.cell_id, set()).add(timing_session(r))
+    _drop_e2e(records, sessions)
     for r in records:
         p = r.paired
         if not isinstance(p, dict):

@@ -15,6 +15,7 @@ import numbers
 from dataclasses import dataclass, fields
 from typing import Any
 
+from harness.core.axes import DEFAULT_FAMILY
 from harness.core.version import SCHEMA_VERSION
 
 STATUSES = (
@@ -310,9 +311,21 @@ class CellRecord(_Stamped):
     #: quota throttled (periods, throttled, throttled_s, share, quota_cpus, period_us, source:
     #: harness.measure.throttle); timed cells under a quota only
     throttle: dict[str, Any] | None = None
+    #: the model family (harness.core.axes.FAMILIES): written only on another family's records (yolo11, yolov8);
+    #: a record without it is YOLO26's, as every record written before families existed is
+    family: str = DEFAULT_FAMILY
+    #: the end-to-end p50 relative to each other cell whose end-to-end rounds were timed interleaved with it (its
+    #: YOLO26 or YOLO11 counterpart, the workload's other backends): scope, estimator, others {cell_id: {ratio,
+    #: ratio_ci, trials}}; ok cells with such a partner only (harness.execute.usecase)
+    paired_e2e: dict[str, Any] | None = None
+    #: how the cell's head was selected through ultralytics' API: head, branch, export_args (what `YOLO.export`
+    #: is given), model (the attribute set on an in-process model), rule, ultralytics (its version)
+    #: (harness.yolo.heads); cells that reached their export, detection heads only
+    head_selection: dict[str, Any] | None = None
 
 
-#: the fields only some records carry, written only when set
+#: the fields only some records carry, written only when set (one whose default is not None: when it differs from
+#: that default, OPTIONAL_DEFAULTS)
 OPTIONAL_FIELDS = (
     "corrupted",
     "synthetic",
@@ -323,7 +336,12 @@ OPTIONAL_FIELDS = (
     "loader",
     "fake_device",
     "throttle",
+    "family",
+    "paired_e2e",
+    "head_selection",
 )
+#: an optional field's value when its record does not carry it
+OPTIONAL_DEFAULTS: dict[str, Any] = {"family": DEFAULT_FAMILY}
 #: every record's fields, in the order they are written
 RECORD_FIELDS = tuple(f.name for f in fields(CellRecord) if f.name not in OPTIONAL_FIELDS)
 

@@ -19,9 +19,18 @@ import typing
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
-from harness.core.axes import HEADS, PRECISIONS, SIZES, TASKS
+from harness.core.axes import FAMILIES, HEADS, PRECISIONS, SIZES, TASKS
 from harness.core.migrate import migrate_record
-from harness.core.record import OPTIONAL_FIELDS, STATUSES, CellRecord, Energy, Latency, Memory, Roofline
+from harness.core.record import (
+    OPTIONAL_DEFAULTS,
+    OPTIONAL_FIELDS,
+    STATUSES,
+    CellRecord,
+    Energy,
+    Latency,
+    Memory,
+    Roofline,
+)
 
 #: the sections typed as dataclasses (the others are dict[str, Any]: their keys vary)
 SECTION_TYPES: tuple[type, ...] = (Latency, Memory, Energy, Roofline)
@@ -45,6 +54,7 @@ ENUMERATED: dict[str, tuple[str, ...]] = {
     "task": TASKS,
     "head": HEADS,
     "precision_requested": PRECISIONS,
+    "family": FAMILIES,
 }
 
 
@@ -187,9 +197,12 @@ def record_from_dict(data: dict[str, Any], migrate: bool = True) -> CellRecord:
 
 
 def _written_names(rec: CellRecord) -> tuple[str, ...]:
-    """The fields record_to_dict writes for a record built here: every field in order, an optional one when set."""
+    """The fields record_to_dict writes for a record built here: every field in order, an optional one when set
+    (other than its default: a YOLO26 record carries no `family`)."""
     return tuple(
-        f.name for f in fields(rec) if f.name not in OPTIONAL_FIELDS or getattr(rec, f.name) is not None
+        f.name
+        for f in fields(rec)
+        if f.name not in OPTIONAL_FIELDS or getattr(rec, f.name) != OPTIONAL_DEFAULTS.get(f.name)
     )
 
 

@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass
 
 from harness.accuracy import published as published_tables
+from harness.accuracy import published_families
 from harness.accuracy.standin import is_standin
 from harness.core.record import CellRecord
 from harness.decide.load import number
@@ -116,15 +117,16 @@ PUBLISHED_LABEL = {
 
 
 def published_map(rec: CellRecord) -> float | None:
-    """The published figure of the record's task, model size and head (harness.accuracy.published: detect, segment
-    and pose at 640, obb at 1024, classify at 224), or None."""
-    table = published_tables.table(str(rec.task))
+    """The published figure of the record's family, task, model size and head (harness.accuracy.published for
+    YOLO26, harness.accuracy.published_families for YOLO11 and YOLOv8: detect, segment and pose at 640, obb at
+    1024, classify at 224), or None."""
+    table = published_families.table(str(rec.family), str(rec.task))
     return table.figure(str(rec.head), str(rec.size)) if table is not None else None
 
 
 def reference_side(rec: CellRecord) -> int:
     """The side of the task's reference shape: the one its published figure is at (640 where none is)."""
-    table = published_tables.table(str(rec.task))
+    table = published_families.table(str(rec.family), str(rec.task))
     return table.side if table is not None else REFERENCE_SIDE
 
 
@@ -139,13 +141,13 @@ def _shape(rec: CellRecord) -> str:
 
 
 def reference_map_640(rec: CellRecord, cells: list[CellRecord]) -> float | None:
-    """The measured fp32 mAP50-95 of the same model (size, task, head, weights) at 640 on the same dataset: the
+    """The measured fp32 mAP50-95 of the same model (family, size, task, head, weights) at 640 on the same dataset: the
     reference a smaller shape's accuracy is compared with."""
     for other in cells:
         if (
             other.status == "ok"
-            and (other.size, other.task, other.head, other.weights)
-            == (rec.size, rec.task, rec.head, rec.weights)
+            and (other.family, other.size, other.task, other.head, other.weights)
+            == (rec.family, rec.size, rec.task, rec.head, rec.weights)
             and _is_reference_shape(other)
             and not other.dynamic
         ):

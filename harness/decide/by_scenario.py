@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from harness.core.record import CellRecord
 from harness.decide import figures as fig
 from harness.decide.entries import other_entry
-from harness.decide.index import RunIndex, export_only_backends, machine_label, row_sort, workload_key
+from harness.decide.index import (
+    RunIndex,
+    export_only_backends,
+    machine_label,
+    row_of,
+    row_sort,
+    workload_key,
+)
 from harness.decide.load import run_shape
 from harness.decide.picks import (
     Constraints,
@@ -85,7 +92,7 @@ def _group_rank(members: list[CellRecord]) -> tuple:
     return (
         -len({(r.device, r.backend) for r in members}),
         run_shape(rec) != "640x640",
-        row_sort(workload_key(rec)[:5]),
+        row_sort(row_of(workload_key(rec))),
         run_shape(rec),
     )
 

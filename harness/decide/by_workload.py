@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.core.record import CellRecord
-from harness.decide.index import RunIndex, export_only_backends, row_sort, workload_key
+from harness.decide.index import RunIndex, export_only_backends, row_of, row_sort, workload_key
 from harness.decide.load import finite, number, run_shape, stat
 from harness.decide.paired import latency_interval
 from harness.decide.picks import (
@@ -115,7 +115,7 @@ def ranked(
         return (
             -entrants,
             run_shape(rec) != "640x640",
-            row_sort(workload_key(rec)[:5]),
+            row_sort(row_of(workload_key(rec))),
             run_shape(rec),
             str(item[0][-1]),
         )

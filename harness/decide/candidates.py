@@ -83,17 +83,17 @@ class Candidate:
 
     @property
     def model(self) -> str:
-        """The ultralytics model name (`yolo26n`, `yolo26n-seg`), with its head where the machine ran both heads of
+        """The ultralytics model name (`yolo26n`, `yolo26n-seg`, `yolo11n`), with its head where the machine ran both heads of
         the task (they compete: the pick says which)."""
         r = self.rec
-        name = f"yolo26{r.size}" + ("" if r.task == "detect" else f"-{r.task}")
+        name = f"{r.family}{r.size}" + ("" if r.task == "detect" else f"-{r.task}")
         return f"{name} {r.head}" if len(self.idx.heads(str(r.task))) > 1 else name
 
     def config(self) -> dict:
         """The configuration, as decision.json names it."""
         r = self.rec
         return {
-            "model": f"yolo26{r.size}" + ("" if r.task == "detect" else f"-{r.task}"),
+            "model": f"{r.family}{r.size}" + ("" if r.task == "detect" else f"-{r.task}"),
             "size": r.size,
             "task": r.task,
             "head": r.head,

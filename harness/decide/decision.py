@@ -38,14 +38,17 @@ class Decision:
 
 def decide(indexes: list[RunIndex], cons: Constraints | None = None) -> Decision:
     """Every registered use case on `indexes` under `cons` (the default constraints when None), per task the runs
-    hold (harness.decide.tasks: a use case never compares one task's cells with another's)."""
+    hold (harness.decide.tasks: a use case never compares one task's cells with another's), on YOLO26's cells but
+    for the migration answers, which pair the families."""
     cons = cons or Constraints()
     groups = tasks.split(indexes)
+    every_family = tasks.split(indexes, families=True)
     several = len(groups) > 1
     outcomes = [
         tasks.tagged(o, task, several)
         for case in use_cases()
-        for task, idxs in groups
+        # YOLO26 alone, but for the use cases that pair the families (harness.decide.usecases.migration)
+        for task, idxs in (every_family if getattr(case, "families", False) else groups)
         for o in case.decide(idxs, cons)
     ]
     # each pick says how far from its machine's limit it runs, in words and in decision.json (harness.decide.roofline)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from harness.core.record import CellRecord
-from harness.decide.index import RunIndex, row_label, row_sort, workload_key
+from harness.decide.index import RunIndex, row_label, row_of, row_sort, workload_key
 from harness.decide.load import number, p50, run_shape
 from harness.decide.paired import latency_interval
 from harness.decide.picks import (
@@ -70,7 +70,7 @@ def dynamic_inputs(indexes: list[RunIndex], memory_cap_mib: float | None = None)
     pool = [(i, r) for i in indexes for r in i.cells if r.dynamic]
     entrants: dict[tuple, list[CellRecord]] = {}
     for i, r in pool:
-        ekey = (i.position, *workload_key(r)[:5], r.device, r.backend)
+        ekey = (i.position, *row_of(workload_key(r)), r.device, r.backend)
         entrants.setdefault(ekey, []).append(r)
     scored, rejections = [], []
     for ekey, recs in entrants.items():
@@ -89,9 +89,9 @@ def dynamic_inputs(indexes: list[RunIndex], memory_cap_mib: float | None = None)
             key, title, criterion, none_reason=reason, rejected=rejected, rejections=tuple(rejections)
         )
     scored.sort(key=lambda s: (s[0], str(s[1])))
-    rows = {s[1][1:6] for s in scored}
-    best_row = min(rows, key=lambda rk: (-sum(1 for s in scored if s[1][1:6] == rk), row_sort(rk)))
-    ranked = [s for s in scored if s[1][1:6] == best_row]
+    rows = {s[1][1:7] for s in scored}
+    best_row = min(rows, key=lambda rk: (-sum(1 for s in scored if s[1][1:7] == rk), row_sort(rk)))
+    ranked = [s for s in scored if s[1][1:7] == best_row]
     workload = row_label(best_row) + " · dynamic"
     # Ties on the worst shape's p50 interval: the record behind each entrant's score.
     timed = [(indexes[s[1][0]], s[4]) for s in ranked]

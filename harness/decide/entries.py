@@ -117,7 +117,7 @@ def _pick_from_rec(p: Pick, idx: RunIndex) -> dict:
     h, w = _field(rec, "height"), _field(rec, "width")
     return {
         "configuration": {
-            "model": f"yolo26{_field(rec, 'size')}",
+            "model": f"{_field(rec, 'family') or 'yolo26'}{_field(rec, 'size')}",
             "size": _field(rec, "size"),
             "task": _field(rec, "task"),
             "head": _field(rec, "head"),

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 
 from harness import backends
-from harness.core.axes import SIZES, TASKS
+from harness.core.axes import DEFAULT_FAMILY, FAMILIES, SIZES, TASKS
 from harness.core.cli_args import printable
 from harness.core.record import CellRecord
 from harness.core.results_dir import Run
@@ -41,20 +41,33 @@ def order_key(value: object, known: tuple[str, ...]) -> tuple[int, str]:
 
 
 def row_key(rec: CellRecord) -> tuple:
-    """The matrix row of a record: size and task, then head, batch and requested precision."""
-    return (rec.size, rec.task, rec.head, rec.batch, rec.precision_requested)
+    """The matrix row of a record: size and task, then head, batch and requested precision, then the model family
+    (a YOLO11 cell is never in a YOLO26 row)."""
+    return (rec.size, rec.task, rec.head, rec.batch, rec.precision_requested, rec.family)
+
+
+def row_of(key: tuple) -> tuple:
+    """The row part of a workload key (harness.decide.index.workload_key): its first six fields."""
+    return key[:6]
 
 
 def row_sort(key: tuple) -> tuple:
-    """Sort key of a row: sizes n..x, tasks in their axis order, then head, batch and precision."""
-    size, task, head, batch, prec = key
+    """Sort key of a row: sizes n..x, tasks in their axis order, then the family (YOLO26 first, each other family
+    beside it), head, batch and precision."""
+    size, task, head, batch, prec, family = _row(key)
     return (
         order_key(size, SIZES),
         order_key(task, TASKS),
+        order_key(family, FAMILIES),
         str(head),
         batch if isinstance(batch, int) else 0,
         str(prec),
     )
+
+
+def _row(key: tuple) -> tuple:
+    """A row key's six fields (a five-field key, from before families, is YOLO26's)."""
+    return (*key, DEFAULT_FAMILY) if len(key) == 5 else tuple(key)
 
 
 def is_sweep_of(rec: CellRecord, target: CellRecord) -> bool:
@@ -131,6 +144,27 @@ class RunIndex:
             )
         return self._heads[task]
 
+    def families(self) -> tuple[str, ...]:
+        """The model families of the machine's cells, in the axis' order (YOLO26 first)."""
+        return tuple(sorted({str(r.family) for r in self.cells}, key=lambda f: order_key(f, FAMILIES)))
+
+    def of_family(self, family: str) -> RunIndex:
+        """The machine's cells of one model family, as an index of their own: the use cases that say what to ship
+        decide on YOLO26's (harness.decide.tasks), the migration answer pairs the families."""
+        return self._subset(lambda r: r.family == family)
+
+    def _subset(self, keep) -> RunIndex:
+        cells = [r for r in self.cells if keep(r)]
+        ids = {str(r.cell_id) for r in cells}
+        return RunIndex(
+            run=self.run,
+            position=self.position,
+            cells=cells,
+            remedies={k: v for k, v in self.remedies.items() if k in ids},
+            by_id={k: v for k, v in self.by_id.items() if k in ids},
+            _eager={k: v for k, v in self._eager.items() if keep(v)},
+        )
+
     def of_task(self, task: str) -> RunIndex:
         """The machine's cells of one task, as an index of their own (the same run and position): a use case never
         compares a classifier with a detector."""
@@ -152,9 +186,9 @@ def index_runs(runs: list[Run]) -> list[RunIndex]:
 
 
 def row_label(key: tuple) -> str:
-    """`yolo26n detect · e2e · b1 · fp32` for a row key."""
-    size, task, head, batch, prec = key
-    return f"yolo26{size} {task} · {head} · b{batch} · {prec}"
+    """`yolo26n detect · e2e · b1 · fp32` (`yolo11n detect · raw · ...`) for a row key."""
+    size, task, head, batch, prec, family = _row(key)
+    return f"{family}{size} {task} · {head} · b{batch} · {prec}"
 
 
 def machine_label(idx: RunIndex, all_idx: list[RunIndex]) -> str:

@@ -92,7 +92,7 @@ def screened_out(
 
 def _config_words(s: Scored) -> dict[str, str]:
     r = s.cand.rec
-    return {"size": f"yolo26{r.size}", "shape": s.cand.shape, "precision": str(r.precision_requested)}
+    return {"size": f"{r.family}{r.size}", "shape": s.cand.shape, "precision": str(r.precision_requested)}
 
 
 def differs(fast: Scored, best: Scored) -> str:

@@ -16,7 +16,7 @@ import statistics
 from typing import TYPE_CHECKING
 
 from harness import backends
-from harness.core.axes import GFLOPS_640, SIZES
+from harness.core.axes import FAMILY_GFLOPS_640, GFLOPS_640, SIZES
 from harness.core.record import CellRecord
 from harness.decide.candidates import e2e, fmt, interval_text
 
@@ -27,7 +27,18 @@ log = logging.getLogger(__name__)
 
 #: square input sides tried below a candidate's, largest first (multiples of 32, the models' stride)
 SIDES = (576, 512, 480, 448, 416, 384, 352, 320, 288, 256, 224, 192, 160)
-SAME = ("size", "task", "head", "backend", "device", "batch", "precision_requested", "height", "width")
+SAME = (
+    "size",
+    "task",
+    "head",
+    "backend",
+    "device",
+    "batch",
+    "precision_requested",
+    "height",
+    "width",
+    "family",
+)
 
 
 def command(cfg: dict) -> str:
@@ -107,8 +118,12 @@ def _variants(
     size = str(rec.size)
     if size in SIZES:
         for smaller in reversed(SIZES[: SIZES.index(size)]):
-            factor = GFLOPS_640[smaller] / GFLOPS_640[size]
-            how = f"latency scaled by the published GFLOPs: yolo26{smaller} has {factor:.2f}× yolo26{size}'s"
+            gflops = FAMILY_GFLOPS_640.get(str(rec.family), GFLOPS_640)
+            factor = gflops[smaller] / gflops[size]
+            how = (
+                f"latency scaled by the published GFLOPs: {rec.family}{smaller} has {factor:.2f}× "
+                f"{rec.family}{size}'s"
+            )
             out.append(({**base, "size": smaller}, factor, how))
     return [v for v in out if not _measured(cells, v[0])]
 
@@ -116,7 +131,7 @@ def _variants(
 def _cfg(rec_like: dict) -> dict:
     h, w = rec_like["height"], rec_like["width"]
     return {
-        "model": f"yolo26{rec_like['size']}",
+        "model": f"{rec_like.get('family', 'yolo26')}{rec_like['size']}",
         "size": rec_like["size"],
         "task": rec_like["task"],
         "head": rec_like["head"],
@@ -187,15 +202,13 @@ def text(nearest: dict) -> str:
     """The nearest miss in one line (the first screen)."""
     c = nearest["configuration"]
     said = (
-        f"nearest miss: yolo26{c['size']} {c['shape']} {c['precision']} {c['backend']}/{c['device']}, "
+        f"nearest miss: {c.get('model') or 'yolo26' + str(c['size'])} {c['shape']} {c['precision']} {c['backend']}/{c['device']}, "
         f"{nearest['figure']} [{interval_text(None) if nearest['interval'] is None else _pair(nearest['interval'])}]"
         f": {nearest['misses_by']}"
     )
     if nearest.get("measure"):
         m = nearest["measure"]["configuration"]
-        said += (
-            f". Not measured, could meet it: yolo26{m['size']} {m['shape']} {m['precision']} {m['backend']}"
-        )
+        said += f". Not measured, could meet it: {m.get('model') or 'yolo26' + str(m['size'])} {m['shape']} {m['precision']} {m['backend']}"
     return said
 
 

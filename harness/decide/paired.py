@@ -70,3 +70,20 @@ def latency_interval(rec: CellRecord) -> Interval | None:
         return Interval(float(ci[0]), float(ci[1]))
     samples = rec.samples_ms
     return p50_interval(samples) if isinstance(samples, list) else None
+
+
+def e2e_ratio(a: CellRecord, b: CellRecord) -> Ratio | None:
+    """a's end-to-end p50 over b's: the paired ratio from their end-to-end rounds timed interleaved (`paired_e2e`,
+    harness.execute.usecase) when they were timed together, else the ratio of their end-to-end p50s (no interval);
+    None when either has no end-to-end p50."""
+    entry = None
+    if timed_together(a, b) and isinstance(a.paired_e2e, dict):
+        entry = (a.paired_e2e.get("others") or {}).get(str(b.cell_id))
+    if isinstance(entry, dict) and isinstance(entry.get("ratio"), int | float):
+        ci = entry.get("ratio_ci")
+        return Ratio(float(entry["ratio"]), (float(ci[0]), float(ci[1])) if ci else None, True)
+    pa = a.latency_e2e_ms.p50 if a.latency_e2e_ms else None
+    pb = b.latency_e2e_ms.p50 if b.latency_e2e_ms else None
+    if not pa or not pb:
+        return None
+    return Ratio(pa / pb, None, False)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from harness.core.record import CellRecord
 from harness.decide import host_bound, paired
-from harness.decide.index import RunIndex, machine_label, row_label, workload_key
+from harness.decide.index import RunIndex, machine_label, row_label, row_of, workload_key
 from harness.decide.load import finite, null_reason, number, run_shape
 from harness.decide.words import fmt_num
 from harness.measure.stats import Interval
@@ -106,6 +106,9 @@ class UseCaseAnswer:
     with_margin: Pick | None = None
     ladder_line: str | None = None
     ladder: tuple[dict, ...] = ()
+    #: the comparisons an answer rests on, one line each, shown under it on the first screen and in its evidence
+    #: (the migration answers: one line per backend and size, harness.decide.migration)
+    rows: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         def pick(p: Pick | None) -> dict | None:
@@ -138,6 +141,7 @@ class UseCaseAnswer:
             "with_margin": pick(self.with_margin),
             "ladder_line": self.ladder_line,
             "ladder": list(self.ladder),
+            "rows": list(self.rows),
         }
 
 
@@ -264,7 +268,7 @@ def make_pick(
 
 def workload_label(rec: CellRecord) -> str:
     key = workload_key(rec)
-    return f"{row_label(key[:5])} · {run_shape(rec)}" + (" (dynamic artifact)" if rec.dynamic else "")
+    return f"{row_label(row_of(key))} · {run_shape(rec)}" + (" (dynamic artifact)" if rec.dynamic else "")
 
 
 def pool_reason(pool: list[Cand], what: str, lacking: int = 0, metric_name: str = "") -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.core import model_work
+from harness.core.axes import DEFAULT_FAMILY
 from harness.core.record import CellRecord
 from harness.core.roofline import FIGURES, figures, rate_unit, share_text
 from harness.decide.index import RunIndex, machine_label
@@ -69,6 +70,8 @@ def of(rec: CellRecord | None, idx: RunIndex) -> View | None:
     )
     if rec.remedy and "backbone-only" in rec.remedy:
         work, work_why = None, "a backbone-only remedy runs part of the model: the table counts whole models"
+    if rec.family != DEFAULT_FAMILY:
+        work, work_why = None, f"the committed work table counts YOLO26 only, not {rec.model}"
     peaks = idx.run.env.get("peaks") if isinstance(idx.run.env, dict) else None
     values, reasons = figures(
         work,

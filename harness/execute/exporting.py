@@ -38,6 +38,7 @@ from harness.execute.isolate import run_export
 from harness.execute.services import EvalData, Progress, RunState
 from harness.execute.state import AttemptState, fail_outcome
 from harness.measure.host_memory import MIB
+from harness.yolo import heads
 from harness.yolo.dynamic import DEFAULT_RANGE
 from harness.yolo.models import Materialized
 
@@ -214,6 +215,8 @@ def export(
     """The artifact: exported in an isolated process, from the cache, or the checkpoint for non-exporting backends."""
     rec, a = s.rec, s.attempt
     s.artifact = s.mat.checkpoint
+    if s.cell.task != "cls":  # a classifier has no detection head to select
+        rec.head_selection = heads.select(s.cell.head, s.cell.family).record()
     if s.backend.exports:
         # a retry after a cached artifact failed to load exports again, also for a prebuilt (dynamic) artifact
         prebuilt = a.prebuilt if s.replace_digest is None else None

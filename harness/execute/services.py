@@ -52,14 +52,16 @@ class Checkpoints:
         self._model_locks: dict[tuple, threading.Lock] = {}
 
     def materialize(self, cell: Cell) -> Materialized:
-        """The checkpoint of `cell`'s model (size and task)."""
-        key = (cell.size, cell.task)
+        """The checkpoint of `cell`'s model (family, size and task)."""
+        key = (cell.family, cell.size, cell.task)
         with self._lock:
             lock = self._model_locks.setdefault(key, threading.Lock())
         with lock:
             if key not in self._built:
                 cfg = self._config
-                src = ModelSource(cell.size, cell.task, cfg.weights_dir, cfg.seed, cfg.standin)
+                src = ModelSource(
+                    cell.size, cell.task, cfg.weights_dir, cfg.seed, cfg.standin, family=cell.family
+                )
                 self._built[key] = materialize(src, cfg.cache_dir)
         return self._built[key]
 

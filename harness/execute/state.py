@@ -76,6 +76,9 @@ class AttemptState:
     e2e_error: str | None = None
     #: the end-to-end pairs its workload timed at least (harness.execute.usecase.e2e_min_pairs)
     e2e_min_pairs: int = 20
+    #: its end-to-end p50 over each other cell's whose end-to-end rounds were interleaved with its own: cell id ->
+    #: {ratio, ratio_ci, trials} (harness.execute.usecase.time_e2e_together), for the record's `paired_e2e`
+    e2e_paired: dict | None = None
     #: when the attempt's clock started (time.perf_counter()): its record's duration_s runs from here
     t0: float = 0.0
     #: the seconds its export phase took, when the attempt is advanced in parts (harness.execute.workload)

@@ -23,7 +23,14 @@ from harness.execute import interrupt
 from harness.execute.config import DECISION, RunConfig
 from harness.execute.services import Progress
 from harness.execute.state import AttemptState
-from harness.measure.interleave import Contestant, RoundsPolicy, run_interleaved
+from harness.measure.interleave import (
+    Contestant,
+    Interleaved,
+    RoundsPolicy,
+    Timing,
+    paired_ratio,
+    run_interleaved,
+)
 from harness.measure.pipeline import STAGE_NAMES, E2ETiming, Pipeline, for_runner
 from harness.measure.stats import latency_from_samples
 
@@ -142,7 +149,49 @@ def time_e2e_together(
         t = timed.timings.get(s.attempt.cell_id)
         if t is not None and t.error is not None:
             s.e2e, s.e2e_error = None, f"end-to-end call failed: {type(t.error).__name__}: {t.error}"
+    pair_e2e(states, timed)
     progress(f"{label}: end-to-end, {timed.trials} trials in {timed.elapsed_s:.1f}s ({timed.stop})")
+
+
+#: how `paired_e2e` ratios are estimated (said in the record)
+E2E_ESTIMATOR = (
+    "median over trials of (the median of a block's whole end-to-end calls / the other's in the same trial); 95% "
+    "order-statistic interval"
+)
+
+
+def wall_blocks(timing: Timing, walls: list[float]) -> Timing:
+    """`timing`'s trials with each block's whole end-to-end calls (ms) in place of its pair times: a block of n
+    pairs appended n whole calls to `walls`, in order (the untimed call before a cold block appends none)."""
+    out = Timing(timing.key, timing.block_rounds)
+    at = 0
+    for block in timing.blocks:
+        if not block:
+            out.blocks.append(None)
+            continue
+        out.blocks.append(walls[at : at + len(block)])
+        at += len(block)
+    return out
+
+
+def pair_e2e(states: list[AttemptState], timed: Interleaved) -> None:
+    """Each state's end-to-end p50 over every other state's whose end-to-end rounds ran interleaved with it, from
+    their whole calls in the trials they shared (`s.e2e_paired`; None where it has no such partner)."""
+    blocks = {
+        s.attempt.cell_id: wall_blocks(timed.timings[s.attempt.cell_id], s.e2e.walls)
+        for s in states
+        if s.e2e is not None and s.attempt.cell_id in timed.timings
+    }
+    for s in states:
+        mine = blocks.get(s.attempt.cell_id)
+        others = {}
+        for key, theirs in blocks.items():
+            if mine is None or key == s.attempt.cell_id:
+                continue
+            p = paired_ratio(mine, theirs)
+            if p is not None:
+                others[key] = {k: v for k, v in p.to_dict().items() if k != "reference"}
+        s.e2e_paired = others or None
 
 
 def end_to_end(s: AttemptState, config: RunConfig, progress: Progress) -> bool:
@@ -169,6 +218,12 @@ def end_to_end(s: AttemptState, config: RunConfig, progress: Progress) -> bool:
         if stages[name] is None:
             set_null(rec, f"stages_ms.{name}", s.e2e.pipeline.absent.get(name, "not timed"))
     rec.e2e = e2e = s.e2e.section()
+    if s.e2e_paired:
+        rec.paired_e2e = {
+            "scope": "end-to-end (pre-processing, model, post-processing; decode excluded)",
+            "estimator": E2E_ESTIMATOR,
+            "others": dict(s.e2e_paired),
+        }
     rec.scenario = "single-stream"
     rec.scenario_result = result = {
         "scenario": "single-stream",

@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from harness import backends
+from harness.core.axes import DEFAULT_FAMILY
 from harness.core.cell import Cell
 from harness.core.record import PENDING, CellRecord, set_null
 from harness.execute.attempt import remedies
@@ -42,12 +43,31 @@ AFTER_TIMING = "end_to_end"
 
 def workload_key(cell: Cell) -> tuple:
     """What the cells of one workload share: everything but the backend."""
-    return (cell.size, cell.task, cell.head, cell.device, cell.shape.label, cell.batch, cell.precision)
+    return (
+        cell.size,
+        cell.task,
+        cell.head,
+        cell.device,
+        cell.shape.label,
+        cell.batch,
+        cell.precision,
+        cell.family,
+    )
 
 
-def timing_key(cell: Cell) -> tuple:
-    """What the cells timed together share: everything but the backend and the precision."""
-    return workload_key(cell)[:-1]
+def timing_key(cell: Cell, families: bool = False) -> tuple:
+    """What the cells timed together share: everything but the backend and the precision. In a run that holds
+    another model family (`families`), also but the head and the family: the YOLO26 cells and the YOLO11 (or
+    YOLOv8) cells of one size, task, device, shape and batch are timed in one interleaved group, so that each pair
+    has a paired ratio (YOLO11 has the one-to-many head only; YOLO26's e2e head is what it migrates to)."""
+    if families:
+        return (cell.size, cell.task, cell.device, cell.shape.label, cell.batch)
+    return (cell.size, cell.task, cell.head, cell.device, cell.shape.label, cell.batch, cell.family)
+
+
+def holds_families(cells: list[Cell]) -> bool:
+    """Whether `cells` hold a model family other than YOLO26 (their groups then pair the families)."""
+    return any(c.family != DEFAULT_FAMILY for c in cells)
 
 
 def workload_label(cell: Cell) -> str:
@@ -55,12 +75,37 @@ def workload_label(cell: Cell) -> str:
     return f"{cell.model}-{cell.task}-{cell.head}-{cell.device}-{cell.shape.label}-b{cell.batch}"
 
 
+def group_label(cells: list[Cell]) -> str:
+    """The name of one timing group: its workload's (`workload_label`) where its cells are of one model and head,
+    else the models and heads it pairs (`yolo26n+yolo11n-detect-e2e+raw-cpu-640x640-b1`)."""
+    first = cells[0]
+    models = list(dict.fromkeys(c.model for c in cells))
+    heads = list(dict.fromkeys(c.head for c in cells))
+    if len(models) == 1 and len(heads) == 1:
+        return workload_label(first)
+    return (
+        f"{'+'.join(models)}-{first.task}-{'+'.join(heads)}-{first.device}-{first.shape.label}-b{first.batch}"
+    )
+
+
 def group(cells: list[Cell]) -> list[list[Cell]]:
-    """`cells` grouped for timing (harness.execute.workload.timing_key), in the order each group first appears."""
+    """`cells` grouped for timing (harness.execute.workload.timing_key, pairing the families where `cells` hold
+    another), in the order each group first appears."""
+    families = holds_families(cells)
     out: dict[tuple, list[Cell]] = {}
     for c in cells:
-        out.setdefault(timing_key(c), []).append(c)
+        out.setdefault(timing_key(c, families), []).append(c)
     return list(out.values())
+
+
+def mates_of(cell: Cell, cells: list[Cell]) -> list[Cell]:
+    """The cells of `cells` timed in one group with `cell` (itself included; [cell] where it is not among them)."""
+    return next((g for g in group(cells) if cell in g), [cell])
+
+
+def group_labels(cells: list[Cell]) -> dict[str, str]:
+    """Cell id -> the name of its timing group (its pytest-xdist group: a group's cells run on one worker)."""
+    return {c.id: group_label(g) for g in group(cells) for c in g}
 
 
 # -- the export phase ----------------------------------------------------------------------------------------------
@@ -124,8 +169,8 @@ def run_workload(
     nothing can catch) keeps every cell it finished: the paired ratios, the one thing a record takes from its
     workload's other cells, come from the interleaved timed rounds, and are set (`set_paired`) once every cell's
     timing has been read, before any cell's later stages (end to end, parity, scenarios, operators, accuracy)."""
-    label = workload_label(cells[0])
-    loaded = run.timed_workloads.pop(label, None)
+    label = group_label(cells)
+    loaded = _timed_for(cells, run)
     if loaded is not None and {c.id for c in cells} <= {s.attempt.cell_id for s in loaded[0]}:
         states, ready = _only(loaded, {c.id for c in cells})
     else:
@@ -150,6 +195,17 @@ def run_workload(
         out[s.attempt.cell_id] += remedies(s.cell, out[s.attempt.cell_id][0], services, run, stages)
     run.check_stop()  # every cell of the workload recorded, then the run stops on a full disk
     return {c.id: out[c.id] for c in cells if c.id in out}
+
+
+def _timed_for(cells: list[Cell], run: RunState) -> tuple[list[AttemptState], list[AttemptState]] | None:
+    """The timing phase's loaded workload that holds every one of `cells` (taken out of `run`), or None. Found by
+    its cells, not its name: a re-plan may have left some of a group's cells for later since, and a group pairing
+    the families is named after the models it holds."""
+    ids = {c.id for c in cells}
+    for key, (states, _ready) in list(run.timed_workloads.items()):
+        if ids <= {s.attempt.cell_id for s in states}:
+            return run.timed_workloads.pop(key)
+    return None
 
 
 def _only(loaded: tuple[list[AttemptState], list[AttemptState]], ids: set[str]) -> tuple[list, list]:
@@ -186,6 +242,8 @@ def _finish_stages(s: AttemptState, stages: Pipeline) -> None:
         end(s)
     if s.rec.paired is not None and s.rec.status != "ok":
         unpair(s)
+    if s.rec.status != "ok":  # an end-to-end ratio is an ok cell's, as its model-only one is
+        s.rec.paired_e2e = None
 
 
 def _load(
@@ -215,7 +273,7 @@ def time_all(
     loaded = []
     for cells_of in group(cells):
         states, ready = _load(cells_of, services, run, stages)
-        label = workload_label(cells_of[0])
+        label = group_label(cells_of)
         run.timed_workloads[label] = (states, ready)
         if ready:
             loaded.append((label, ready))
@@ -267,7 +325,15 @@ def _order(s: AttemptState) -> tuple:
         order = backends.get(name).display_order
     except KeyError:
         order = 999
-    return (name != REFERENCE_BACKEND, s.cell.precision != "fp32", order, name, s.cell.precision)
+    # YOLO26 first: a group pairing the families is judged (and referenced) on YOLO26's torch-eager
+    return (
+        s.cell.family != DEFAULT_FAMILY,
+        name != REFERENCE_BACKEND,
+        s.cell.precision != "fp32",
+        order,
+        name,
+        s.cell.precision,
+    )
 
 
 def set_paired(states: list[AttemptState], timed_ok: list[AttemptState]) -> None:
@@ -276,8 +342,10 @@ def set_paired(states: list[AttemptState], timed_ok: list[AttemptState]) -> None
     each record is whole when written (harness.execute.workload.run_workload).
 
     A cell of `timed_ok` gets its p50 over the reference's and over every other cell of `timed_ok` timed with it (an
-    int8 cell's fp32 counterpart among them), from the trials they shared. The reference is torch-eager fp32 where
-    it was ok when timing ended, else the first such backend in the registry's order, fp32 first (`_order`).
+    int8 cell's fp32 counterpart among them, and in a group pairing the families its YOLO26 or YOLO11 counterpart),
+    from the trials they shared. The reference is torch-eager fp32 of the cell's own model and head where it was ok
+    when timing ended, else the first such backend in the registry's order, fp32 first (`_order`): a YOLO11 cell's
+    `ratio` is to YOLO11's torch-eager, as a YOLO26 cell's is to YOLO26's.
 
     A cell that fails later (parity, a crash in a later stage) loses its own ratio (`unpair`: null, with why). The
     others' records keep theirs to it (as the reference, or under `others`): the ratio of rounds that ran side by
@@ -291,13 +359,16 @@ def set_paired(states: list[AttemptState], timed_ok: list[AttemptState]) -> None
         for s in states:
             set_null(s.rec, "paired", ALONE if s.attempt.cell_id in ok_ids else _not_ok(s))
         return
-    ref = min(ok, key=_order)
-    ref_id = ref.attempt.cell_id
+    refs: dict[tuple, AttemptState] = {}
+    for o in sorted(ok, key=_order):
+        refs.setdefault(_model_of(o), o)
     for s in states:
         key = s.attempt.cell_id
         if key not in ok_ids:
             set_null(s.rec, "paired", _not_ok(s))
             continue
+        ref = refs[_model_of(s)]
+        ref_id = ref.attempt.cell_id
         mine = timed.paired(key, ref_id) if key != ref_id else None
         others = {}
         for o in ok:
@@ -315,6 +386,11 @@ def set_paired(states: list[AttemptState], timed_ok: list[AttemptState]) -> None
             "interval",
             "others": others,
         }
+
+
+def _model_of(s: AttemptState) -> tuple:
+    """What a cell's reference shares with it: the model (family) and the head."""
+    return (s.cell.family, s.cell.head)
 
 
 #: the null reason of the `paired` of a cell with no ok partner in its timing

@@ -151,6 +151,8 @@ class Pipeline:
     image: str = "bus.jpg"
     #: how the input reaches the model (harness.measure.device_input: UINT8_PINNED, UINT8_PAGEABLE, FLOAT32_HOST)
     input_path: str = device_input.FLOAT32_HOST
+    #: one untimed call's count of what the post-processing was given (`census`), or None
+    census: Callable[[], dict] | None = None
 
     def whole(self) -> Any:
         """One call, untimed inside."""
@@ -186,6 +188,16 @@ def for_runner(runner, cell, image: str = "bus.jpg", call: Callable[[Any], Any] 
     def post(outputs):
         return postprocess(outputs, cell.task, cell.head, (h, w), orig)
 
+    def census_of(stages: list[Stage], outputs_of: Callable[[Any], Any]) -> Callable[[], dict]:
+        def census() -> dict:
+            value = None
+            for _, fn in stages[:-1]:
+                value = fn(value)
+            outputs = outputs_of(value)
+            return postprocess_census(outputs, cell.task, cell.head, post(outputs))
+
+        return census
+
     on_device = cell.device != "cpu"
     copies_inside = runner.timing_scope != "model"
     if not on_device or copies_inside:
@@ -195,7 +207,8 @@ def for_runner(runner, cell, image: str = "bus.jpg", call: Callable[[Any], Any] 
             ("model", model),
             ("postprocess", lambda r: post(runner.outputs(r))),
         ]
-        return Pipeline(stages, {"h2d": why, "d2h": why}, POSTPROCESS_CALLS[cell.task], image)
+        census = census_of(stages, runner.outputs)
+        return Pipeline(stages, {"h2d": why, "d2h": why}, POSTPROCESS_CALLS[cell.task], image, census=census)
     upload = device_upload(runner, h, w, batch)
 
     def pre(_):
@@ -216,7 +229,32 @@ def for_runner(runner, cell, image: str = "bus.jpg", call: Callable[[Any], Any] 
         ("postprocess", post),
     ]
     path = device_input.FLOAT32_HOST if upload is None else upload.path
-    return Pipeline(stages, {}, POSTPROCESS_CALLS[cell.task], image, path)
+    return Pipeline(stages, {}, POSTPROCESS_CALLS[cell.task], image, path, census_of(stages, lambda v: v))
+
+
+def postprocess_census(outputs: list[np.ndarray], task: str, head: str, results: list[Any]) -> dict:
+    """What the post-processing of the first image was given and gave: the boxes whose best class score is above
+    CONF (what NMS sorts and suppresses for the raw head; the top-k rows kept for the end-to-end head) and the
+    detections it returned. NMS's cost grows with the first: a random-init model passes far fewer boxes than a
+    trained one on a real image, so the e2e section says how many."""
+    if task == "cls":
+        return {"conf": None, "above_conf": None, "detections": None, "rule": "a classifier has no boxes"}
+    first = np.asarray(outputs[0])[0]
+    if head == "e2e":
+        scores = first[:, 4]
+    else:
+        extra = {"detect": 0, "seg": int(outputs[1].shape[1]) if len(outputs) > 1 else 32}.get(task)
+        extra = {"pose": KPT_SHAPE[0] * KPT_SHAPE[1], "obb": 1}.get(task, extra or 0)
+        nc = first.shape[0] - 4 - extra
+        scores = first[4 : 4 + nc].max(axis=0)
+    done = results[0][0] if isinstance(results[0], tuple) else results[0]
+    return {
+        "conf": CONF,
+        "above_conf": int((scores > CONF).sum()),
+        "detections": len(done),
+        "rule": "boxes whose best class score is above conf on the image's first call, as the post-processing "
+        "received them (NMS's work grows with them), and the detections it returned",
+    }
 
 
 def letterbox_hwc(image: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -291,4 +329,14 @@ class E2ETiming:
             "wall_ms": median(self.walls) if self.walls else None,
             "gap": gap,
             "check": {"rule": CHECK_RULE, "held": gap is not None and abs(gap) <= CHECK_TOLERANCE},
+            "postprocess_input": self._census(),
         }
+
+    def _census(self) -> dict | None:
+        """The pipeline's census (one untimed call, after the timed ones), or None where it has none or fails."""
+        if self.pipeline.census is None:
+            return None
+        try:
+            return self.pipeline.census()
+        except Exception as e:  # a count for the reader: never the cell's failure
+            return {"error": f"{type(e).__name__}: {e}"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,7 +10,17 @@ from pathlib import Path
 import yaml
 
 from harness import backends
-from harness.core.axes import HEADS, PRECISIONS, SIZES, TASKS, SelectionError, Shape
+from harness.core.axes import (
+    DEFAULT_FAMILY,
+    FAMILIES,
+    HEADS,
+    PRECISIONS,
+    SIZES,
+    TASKS,
+    SelectionError,
+    Shape,
+    family_heads,
+)
 from harness.core.cell import Cell
 
 log = logging.getLogger(__name__)
@@ -30,6 +41,9 @@ class Selection:
     shapes: tuple[Shape, ...] | None = None
     batches: tuple[int, ...] | None = None
     precisions: tuple[str, ...] | None = None
+    #: the model families (YOLO26 first; --families); None leaves the profile's (a block without `families`:
+    #: YOLO26 alone)
+    families: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,7 @@ def _backend_devices(names: tuple[str, ...], devices: tuple[str, ...] | None) ->
 def _matches(cell: Cell, where: dict) -> bool:
     values = {
         "export_only": getattr(backends.get(cell.backend), "export_only", False),
+        "family": cell.family,
         "size": cell.size,
         "task": cell.task,
         "head": cell.head,
@@ -95,27 +110,21 @@ def build(profile: str, sel: Selection, spec: dict | None = None) -> list[Planne
         precisions = sel.precisions or tuple(block["precisions"])
         # a block may name its devices (the int8 block: the CPU backends' int8, not their GPU devices)
         devices = sel.devices or (tuple(block["devices"]) if block.get("devices") else None)
-        for size in sizes:
-            for task in tasks:
-                for shape in shapes:
-                    for batch in batches:
-                        for head in heads:
-                            for name, dev in _backend_devices(names, devices):
-                                for prec in precisions:
-                                    c = Cell(size, task, head, name, dev, shape, batch, prec)
-                                    if c.id in cells:
-                                        continue
-                                    cells[c.id] = c
-                                    reason = next(
-                                        (
-                                            s["reason"]
-                                            for s in block.get("skip", [])
-                                            if _matches(c, s["where"])
-                                        ),
-                                        None,
-                                    )
-                                    if reason and not sel.backends:
-                                        block_skip[c.id] = reason
+        families = sel.families or tuple(block.get("families") or (DEFAULT_FAMILY,))
+        for family, size, task, shape, batch, head, (name, dev), prec in itertools.product(
+            families, sizes, tasks, shapes, batches, heads, _backend_devices(names, devices), precisions
+        ):
+            # YOLO11 and YOLOv8 have the one-to-many head only: their cells are head raw whatever the heads
+            # axis says (not exclusions: the family has no other head to skip)
+            if head not in family_heads(family):
+                head = "raw"
+            c = Cell(size, task, head, name, dev, shape, batch, prec, family)
+            if c.id in cells:
+                continue
+            cells[c.id] = c
+            reason = next((s["reason"] for s in block.get("skip", []) if _matches(c, s["where"])), None)
+            if reason and not sel.backends:
+                block_skip[c.id] = reason
     planned = []
     for c in cells.values():
         reason = next((e["reason"] for e in spec.get("exclusions", []) if _matches(c, e["where"])), None)
@@ -123,6 +132,7 @@ def build(profile: str, sel: Selection, spec: dict | None = None) -> list[Planne
     # group cells that share a model and input so references and checkpoints are reused
     planned.sort(
         key=lambda p: (
+            FAMILIES.index(p.cell.family),
             SIZES.index(p.cell.size),
             TASKS.index(p.cell.task),
             p.cell.shape,

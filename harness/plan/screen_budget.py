@@ -126,7 +126,7 @@ def kind_of(cell: Cell) -> str:
     extra = "".join(f" {x}" for x in (cell.precision if cell.precision != "fp32" else "",
                                        f"batch {cell.batch}" if cell.batch != 1 else "",
                                        cell.task if cell.task != "detect" else "") if x)  # fmt: skip
-    return f"yolo26{cell.size} at {shape}{extra}"
+    return f"{cell.family}{cell.size} at {shape}{extra}"
 
 
 def left_for_later(cells: Sequence[Cell]) -> str:

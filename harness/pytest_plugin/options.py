@@ -104,6 +104,7 @@ def selection(opt, backend_names: tuple[str, ...], devices: tuple[str, ...]) -> 
         shapes=axes.parse_shapes(opt("shapes"), force=force),
         batches=axes.parse_batches(opt("batches"), force=force),
         precisions=axes.parse_list(opt("precisions"), axes.PRECISIONS, "precisions"),
+        families=axes.parse_families(opt("families")),
     )
 
 
@@ -250,8 +251,9 @@ def check_weights(planned: list[PlannedCell], weights: Path | None, allow_unsafe
     unless --allow-unsafe-weights) before any work."""
     if weights is None:
         return
-    for size, task in sorted({(p.cell.size, p.cell.task) for p in planned if not p.excluded}):
-        src = ModelSource(size, task, weights)
+    models = {(p.cell.family, p.cell.size, p.cell.task) for p in planned if not p.excluded}
+    for family, size, task in sorted(models):
+        src = ModelSource(size, task, weights, family=family)
         src.check()
         check_checkpoint(src.weights_file(), allow_unsafe=allow_unsafe)
 

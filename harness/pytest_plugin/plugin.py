@@ -36,7 +36,7 @@ from harness.execute import interrupt
 from harness.execute.config import DECISION
 from harness.execute.isolate import kill_live_workers
 from harness.execute.runner import CellRunner, RunConfig, slowdown_factors
-from harness.execute.workload import group, timing_key, workload_label
+from harness.execute.workload import group_labels, mates_of, workload_label
 from harness.measure.corrupt import corruptions
 from harness.plan.budget import NightPlan, merge_plans
 from harness.plan.estimate import fmt_duration
@@ -57,8 +57,12 @@ EXPECTED_FILE = Path(__file__).resolve().parents[2] / "suites" / "expected_statu
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("yolo26-bench", "YOLO26 benchmark matrix")
-    g.addoption("--profile", default="default", help="named matrix: quick, default (the default), tasks (every task of yolo26n on the CPU "
-        "backends), claims, nightly")
+    g.addoption(
+        "--profile",
+        default="default",
+        help="named matrix: quick, default (the default), tasks (every task of yolo26n on the CPU "
+        "backends), families (YOLO26 beside YOLO11 at n and s, 640, the CPU backends), claims, nightly",
+    )
     g.addoption("--sizes", help="comma-separated model sizes: n,s,m,l,x")
     g.addoption("--tasks", help="comma-separated tasks: detect,seg,pose,obb,cls")
     g.addoption("--heads", help="e2e (NMS-free end-to-end head), raw (one-to-many head, external NMS)")
@@ -67,6 +71,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--shapes", help="comma-separated shapes: 640, 384x640, dynamic")
     g.addoption("--batches", help="comma-separated batch sizes")
     g.addoption("--precisions", help="comma-separated precisions: fp32,fp16,int8")
+    g.addoption(
+        "--families",
+        help="model families timed beside YOLO26, each cell paired with its YOLO26 cell: yolo11, yolov8 (all: both; "
+        "YOLO26 always runs)",
+    )
     g.addoption(
         "--force-shapes",
         action="store_true",
@@ -88,7 +97,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,  # locations.cache_dir() when the session starts
         help=f"export and checkpoint cache (default ${locations.CACHE_DIR_ENV}, else {locations.CACHE_DIR})",
     )
-    g.addoption("--weights-dir", help="directory holding yolo26{size}[-task].pt; default: seeded random init")
+    g.addoption(
+        "--weights-dir",
+        help="directory holding yolo26{size}[-task].pt (and yolo11{size}.pt, ... with --families); default: seeded "
+        "random init",
+    )
     g.addoption(
         "--allow-unsafe-weights",
         action="store_true",
@@ -516,9 +529,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     session = _session(metafunc.config)
     params = []
+    labels = group_labels([p.cell for p in session.planned])
     for p in session.planned:
         # a workload's cells are timed together: pytest-xdist's --dist loadgroup keeps them on one worker
-        marks = [pytest.mark.cell, pytest.mark.xdist_group(workload_label(p.cell))]
+        marks = [pytest.mark.cell, pytest.mark.xdist_group(labels[p.cell.id])]
         if p.cell.device in ("cuda", "gpu"):
             marks.append(pytest.mark.gpu)
         params.append(pytest.param(p, id=p.cell.id, marks=marks))
@@ -649,10 +663,7 @@ def workload_records(session: BenchSession, planned: PlannedCell) -> list[CellRe
     cells = [c for c in cells if c.id not in session.left_for_later]
     if cell.id in session.left_for_later:  # the test that ran the phases: a re-plan left its own cell
         pytest.skip(session.left_for_later[cell.id])
-    key = timing_key(cell)
-    mates = next((g for g in group(cells) if timing_key(g[0]) == key), [cell])
-    if cell not in mates:
-        mates = [cell]
+    mates = mates_of(cell, cells)
     for m in mates:  # --resume: every mate's earlier crashed/timed-out records go aside before the group runs
         resume_cell(session, m.id)
     if hasattr(session.config, "workerinput"):

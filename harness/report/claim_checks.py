@@ -18,7 +18,7 @@ from harness.core.record import OPTIONAL_FIELDS, RECORD_FIELDS, CellRecord
 from harness.core.record_codec import section_items
 from harness.core.results_dir import dig
 from harness.decide import paired
-from harness.decide.index import RunIndex, workload_key
+from harness.decide.index import RunIndex, row_of, workload_key
 from harness.decide.load import finite, is_failed, number, p50
 from harness.report import hardware
 from harness.report.fmt import fmt_num
@@ -473,7 +473,7 @@ def _vendor_contrast(claim: Claim, matched: list[Cand], indexes: list[RunIndex])
             rel = _relation(rec, peer)
             where = f"{hardware.cpu_model(idx.run)} ({hardware.VENDOR_NAMES[vendor]})"
             said = (
-                f"{row_label(workload_key(rec)[:5])} on {where}: {fast} p50 {fmt_num(p50(rec) or 0)}"
+                f"{row_label(row_of(workload_key(rec)))} on {where}: {fast} p50 {fmt_num(p50(rec) or 0)}"
                 f" ms vs {other} {fmt_num(p50(peer) or 0)} ms ({fast} {rel})"
             )
             agrees = None if rel == "unknown" else (rel == "faster") == (vendor in benefit)

@@ -27,11 +27,14 @@ from typing import Any
 
 import yaml
 
-from harness.core.axes import SIZES, TASKS
+from harness.core.axes import DEFAULT_FAMILY, SIZES, TASKS
 from harness.core.record import CellRecord
 from harness.decide.index import RunIndex
 from harness.decide.load import number, run_shape
-from harness.report import hardware
+from harness.report import (
+    claim_families,  # noqa: F401  (registers the predicates that pair the families)
+    hardware,
+)
 from harness.report.claim_checks import (
     CHECKS,
     CONFIRMED,
@@ -72,6 +75,7 @@ SELECT_KEYS = {
     "remedies",
     "remedy_contains",
     "not_multiple_of",
+    "family",
 }
 CLAIM_KEYS = {"id", "seed", "claim", "check", "select", "unmeasurable", "needs", "untestable"}
 NEEDS_KEYS = {"tasks", "sizes", "fallback", "hardware", "cpu_vendor"}
@@ -168,6 +172,10 @@ def _matches(rec: CellRecord, select: dict[str, Any]) -> bool:
     if (mode == "exclude" and is_remedy) or (mode == "only" and not is_remedy):
         return False
     if "remedy_contains" in select and str(select["remedy_contains"]) not in (rec.remedy or ""):
+        return False
+    # a claim is about YOLO26 unless it names another family: a YOLO11 record never judges a seed claim
+    family = select.get("family", DEFAULT_FAMILY)
+    if rec.family not in (family if isinstance(family, list) else [family]):
         return False
     for key, value in (
         ("backend", rec.backend),

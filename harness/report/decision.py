@@ -20,6 +20,7 @@ from harness.report.matrix import machine_label
 log = logging.getLogger(__name__)
 
 SHORT = 110  # characters of a reason on the first screen; the evidence below has the whole text
+ROWS_SHOWN = 8  # lines of an answer's comparisons on the first screen (`UseCaseAnswer.rows`)
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,10 @@ def under_pick(rec: UseCaseAnswer) -> tuple[str, ...]:
             else "; none meets it with margin"
         )
         lines.append(rec.at_limit + nxt)
+    # the comparisons the answer rests on (the migration answers' pairs), the first few: the evidence has all
+    lines += rec.rows[:ROWS_SHOWN]
+    if len(rec.rows) > ROWS_SHOWN:
+        lines.append(f"and {len(rec.rows) - ROWS_SHOWN} more: see the evidence")
     return tuple(lines)
 
 
@@ -155,7 +160,7 @@ def answer(rec: UseCaseAnswer) -> Answer:
         kinds = sorted({r.constraint for r in rec.rejections})
         note = f"none meets the constraints: {len(rec.rejections)} rejected ({', '.join(kinds)})"
         return Answer("none", where, note=note)
-    return Answer("none", where, note=_clip(rec.none_reason or "no cell qualifies"))
+    return Answer("none", where, note=_clip(rec.none_reason or "no cell qualifies"), lines=under_pick(rec))
 
 
 def decision_rows(recs: list[UseCaseAnswer], indexes: list[RunIndex]) -> list[DecisionRow]:

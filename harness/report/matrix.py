@@ -235,7 +235,7 @@ def is_folded(folded: set[tuple[int, str, str | None]], idx: RunIndex, rec: Cell
 
 
 def _short_label(rec: CellRecord) -> str:
-    return f"yolo26{rec.size} {rec.task} {shape_label(rec)} b{rec.batch} {rec.precision_requested}"
+    return f"{rec.family}{rec.size} {rec.task} {shape_label(rec)} b{rec.batch} {rec.precision_requested}"
 
 
 def build_folded(indexes: list[RunIndex], href: LogHref) -> list[FoldedLine]:

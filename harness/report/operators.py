@@ -14,7 +14,7 @@ import html
 from harness.core.record import CellRecord
 
 #: the record fields that make a workload: records with equal values ran the same computation
-WORKLOAD_FIELDS = ("size", "task", "head", "height", "width", "batch", "precision_requested")
+WORKLOAD_FIELDS = ("size", "task", "head", "height", "width", "batch", "precision_requested", "family")
 
 _STYLE = """<style>
 .opv{table-layout:fixed;border-collapse:collapse;max-width:1380px;font-size:12px;margin:0 0 18px}
@@ -42,7 +42,16 @@ def render_operators(records: list[CellRecord]) -> str:
 
 def workload_of(rec: CellRecord) -> tuple:
     """The workload key of a record (WORKLOAD_FIELDS' values)."""
-    return (rec.size, rec.task, rec.head, rec.height, rec.width, rec.batch, rec.precision_requested)
+    return (
+        rec.size,
+        rec.task,
+        rec.head,
+        rec.height,
+        rec.width,
+        rec.batch,
+        rec.precision_requested,
+        rec.family,
+    )
 
 
 def _sort_key(key: tuple) -> tuple:
@@ -51,9 +60,9 @@ def _sort_key(key: tuple) -> tuple:
 
 def workload_label(key: tuple) -> str:
     """A workload as a caption: yolo26n detect e2e 320x320 b1 fp32."""
-    size, task, head, h, w, batch, precision = key
+    size, task, head, h, w, batch, precision, family = key
     shape = f"{h}x{w}" if h and w else "dynamic"
-    return f"yolo26{size} {task} {head} {shape} b{batch} {precision}"
+    return f"{family}{size} {task} {head} {shape} b{batch} {precision}"
 
 
 def _columns(recs: list[CellRecord]) -> list[tuple[str, dict]]:

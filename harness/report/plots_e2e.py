@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable
 
 from harness.core.record import CellRecord
-from harness.decide.index import RunIndex, backend_order, order_key, row_sort, workload_key
+from harness.decide.index import RunIndex, backend_order, order_key, row_of, row_sort, workload_key
 from harness.decide.load import number, p50, run_shape
 from harness.report.matrix import machine_label, row_label
 from harness.report.plots import Palette, PlotView, log_axes, new_figure, plot_rc, to_svg
@@ -47,7 +47,7 @@ def _workload_groups(
 
     def rank(item: tuple[tuple, tuple[RunIndex, list[CellRecord]]]) -> tuple:
         (pos, wk), (_, recs) = item
-        return (pos, -len(recs), run_shape(recs[0]) != "640x640", row_sort(wk[:5]), run_shape(recs[0]))
+        return (pos, -len(recs), run_shape(recs[0]) != "640x640", row_sort(row_of(wk)), run_shape(recs[0]))
 
     return [v for _, v in sorted(groups.items(), key=rank)]
 
@@ -104,7 +104,9 @@ def stage_breakdown(indexes: list[RunIndex]) -> PlotView:
             ax.set_xlim(left=0)
             ax.set_xlabel("ms (p50)")
             where = f" [{idx.position + 1}]" if many else ""
-            ax.set_title(f"{row_label(workload_key(recs[0])[:5])} · {run_shape(recs[0])}{where}", loc="left")
+            ax.set_title(
+                f"{row_label(row_of(workload_key(recs[0])))} · {run_shape(recs[0])}{where}", loc="left"
+            )
         from matplotlib.patches import Patch
 
         handles = [Patch(color=c, label=s) for s, c in STAGE_COLORS.items()]
@@ -155,7 +157,7 @@ def latency_throughput(indexes: list[RunIndex], idx: RunIndex, color: Palette) -
     recs = _scenario_group(idx)
     if not recs:
         return PlotView(key, title, caption, empty_reason="no cell of this machine ran the scenarios")
-    title += f" · {row_label(workload_key(recs[0])[:5])} · {run_shape(recs[0])}"
+    title += f" · {row_label(row_of(workload_key(recs[0])))} · {run_shape(recs[0])}"
     many = len(indexes) > 1
     bounds = {b for r in recs if (b := number(result(r, "server") or {}, "bound_ms")) is not None}
     with plot_rc():

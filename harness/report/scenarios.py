@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from harness.core.record import CellRecord
 from harness.core.results_dir import dig
-from harness.decide.index import RunIndex, backend_order, order_key, row_sort, workload_key
+from harness.decide.index import RunIndex, backend_order, order_key, row_of, row_sort, workload_key
 from harness.decide.load import null_reason, number
 from harness.decide.scenario_results import CAMERA_FPS as CAMERA_FPS
 from harness.decide.scenario_results import FRAME_MS as FRAME_MS
@@ -174,7 +174,7 @@ def _sorted_cells(idx: RunIndex, keep: Callable[[CellRecord], object]) -> list[C
         recs,
         key=lambda r: (
             (r.height or 0) * (r.width or 0),
-            row_sort(workload_key(r)[:5]),
+            row_sort(row_of(workload_key(r))),
             r.device,
             order_key(r.backend, order),
         ),
@@ -182,7 +182,7 @@ def _sorted_cells(idx: RunIndex, keep: Callable[[CellRecord], object]) -> list[C
 
 
 def _workload(rec: CellRecord) -> str:
-    return f"{row_label(workload_key(rec)[:5])} · {rec.height}x{rec.width}"
+    return f"{row_label(row_of(workload_key(rec)))} · {rec.height}x{rec.width}"
 
 
 def scenario_rows(

@@ -1,4 +1,5 @@
-"""YOLO26 models: local weights or a seeded random initialisation, prepared for inference/export.
+"""YOLO26 models (and the families a user migrates from, YOLO11 and YOLOv8): local weights or a seeded random
+initialisation, prepared for inference/export.
 
 Nothing here downloads: a missing weights file is an error, and without --weights-dir the model is built from the
 ultralytics YAML with a fixed seed and saved once as a checkpoint in the cache, so the parent process and the
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import harness  # (sets the ultralytics offline environment and its safe-load switch before it is imported)
+from harness.core.axes import DEFAULT_FAMILY
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +42,12 @@ class ModelSource:
     seed: int = 0
     #: use the committed stand-in weights (harness.accuracy.standin) where one exists and no weights_dir is given
     standin: bool = False
+    #: the model family (harness.core.axes.FAMILIES): its YAML (`yolo11n.yaml`) and weights file (`yolo11n.pt`)
+    family: str = DEFAULT_FAMILY
 
     @property
     def stem(self) -> str:
-        return f"yolo26{self.size}{FILE_SUFFIX[self.task]}"
+        return f"{self.family}{self.size}{FILE_SUFFIX[self.task]}"
 
     def weights_file(self) -> Path | None:
         return None if self.weights_dir is None else Path(self.weights_dir) / f"{self.stem}.pt"
@@ -102,7 +106,7 @@ def materialize(src: ModelSource, cache_dir: Path) -> Materialized:
     if f is not None:
         src.check()
         return Materialized(f, str(f), sha256_file(f))
-    if src.standin:
+    if src.standin and src.family == DEFAULT_FAMILY:  # stand-ins are YOLO26's
         standin = standin_checkpoint(src.size, src.task)
         if standin is not None:
             digest = sha256_file(standin)
@@ -309,9 +313,10 @@ def prepared_model(
     import torch
     from ultralytics.nn.modules import Classify, Detect
 
+    from harness.yolo import heads
+
     model = load_yolo(checkpoint).model
-    if hasattr(model, "end2end"):
-        model.end2end = head == "e2e"
+    heads.apply(model, head)
     for p in model.parameters():
         p.requires_grad = False
     model.eval().float()

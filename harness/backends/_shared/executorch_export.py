@@ -140,7 +140,7 @@ def export_executorch(req: ExportRequest, partitioners: list, suffix: str, progr
     ops = delegation_ops(edge.exported_program().graph_module)
     dtypes = lowered_dtypes(edge.exported_program().graph_module)
     program = edge.to_executorch()
-    pte = out / f"yolo26{req.size}-{req.task}-{suffix}.pte"
+    pte = out / f"{req.family}{req.size}-{req.task}-{suffix}.pte"
     pte.write_bytes(program.buffer)
     log.info("wrote %s (%d delegated, %d fallback nodes)", pte, ops["delegated"], ops["fallback"])
     return ExportResult(str(pte), {"ops": ops, "dtypes": dtypes})

@@ -38,13 +38,15 @@ def export_with_ultralytics(req: ExportRequest, fmt: str, **kwargs) -> Path:
     """Run `YOLO(checkpoint).export(format=fmt, ...)` writing into req.out_dir; return the artifact path.
 
     The exporter writes next to the checkpoint, so the checkpoint is linked into the output directory first.
-    `e2e` maps to nms=False (one-to-one head with top-k), `raw` to nms=None (one-to-many head).
+    The head is selected through ultralytics' documented API for the installed version (harness.yolo.heads: from
+    8.4.142 `e2e` is nms=False, the one-to-one head with top-k, and `raw` nms=None, the one-to-many head).
     """
+    from harness.yolo import heads
     from harness.yolo.models import load_yolo
 
     out = Path(req.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    link = out / f"yolo26{req.size}-{req.task}.pt"
+    link = out / f"{req.family}{req.size}-{req.task}.pt"
     if not link.exists():
         os.symlink(Path(req.checkpoint).resolve(), link)
     yolo = load_yolo(link)
@@ -53,7 +55,7 @@ def export_with_ultralytics(req: ExportRequest, fmt: str, **kwargs) -> Path:
         "imgsz": (req.height, req.width) if not req.dynamic else max(req.height, req.width, 640),
         "batch": req.batch,
         "dynamic": req.dynamic,
-        "nms": False if req.head == "e2e" else None,
+        **heads.select(req.head, req.family).export_args,
         "device": "cpu" if req.device == "cpu" else 0,
         "half": req.precision == "fp16",
         "int8": req.precision == "int8",
