@@ -6,7 +6,8 @@ longer, so a tail (p90, p99) measured while the quota throttled is the quota's, 
 the binding level's cpu.stat right before and right after each block of the cell's timed rounds (the blocks of a
 workload's runners alternate: only its own blocks count) and fills {periods, throttled, throttled_s, share,
 quota_cpus, source}: the quota periods its rounds ran in, how many of them throttled, the time held back. The report
-says so beside the figure (harness.report.tables). A machine without a quota has no such section (nothing throttles).
+says so beside the figure (`words`, in the latency table's rounds, where "unstable" is said). A machine without a
+quota has no such section (nothing throttles).
 """
 
 from __future__ import annotations
@@ -27,6 +28,22 @@ def section(periods: int, throttled: int, seconds: float | None, quota: cpu_quot
         "period_us": quota.period_us,
         "source": quota.stat_file,
     }
+
+
+def words(section: dict | None) -> str:
+    """What the report says beside a figure whose timed rounds the quota throttled: ` taken while the CPU quota
+    throttled (42 of 60 periods, 1.3 s held back)`; "" where it throttled none of them or the record has no section
+    (as "unstable" is said only of a scatter)."""
+    if not isinstance(section, dict):
+        return ""
+    throttled, periods = section.get("throttled"), section.get("periods")
+    if not isinstance(throttled, int) or not isinstance(periods, int) or throttled <= 0:
+        return ""
+    held = section.get("throttled_s")
+    held_text = f", {held:.3g} s held back" if isinstance(held, int | float) and held > 0 else ""
+    cpus = section.get("quota_cpus")
+    quota = f" of {cpus:g} CPU" if isinstance(cpus, int | float) else ""
+    return f" taken while the CPU quota{quota} throttled ({throttled} of {periods} periods{held_text})"
 
 
 class ThrottleTracker(Tracker):

@@ -109,6 +109,7 @@ def run_header(idx: RunIndex, indexes: list[RunIndex]) -> RunHeader:
         ("CPU", str(run.env_value("host", "cpu_model"))),
         ("CPU cores", cores),
         ("CPU threads", _threads_line(run)),
+        ("CPU quota", _quota_line(run)),
         ("heap policy", _allocator_line(run)),
         ("drift canary", _canary_line(run)),
         ("RAM", f"{run.env_value('host', 'ram_gb')} GB"),
@@ -151,6 +152,23 @@ def _threads_line(run: Run) -> str:
     if budget == UNKNOWN:
         return f"budget not recorded ({source}){reported}" if source != UNKNOWN else "not recorded"
     return f"budget {budget} ({source}){reported}"
+
+
+def _quota_line(run: Run) -> str:
+    """The cgroup CPU quota the run ran in (env.json host.cpu_quota) and how often it throttled during the run
+    (cpu_throttle), or that there was none."""
+    quota = run.env_value("host", "cpu_quota", default=None)
+    if not isinstance(quota, dict):
+        return "not recorded (a run from before the quota was read)"
+    cpus = quota.get("cpus")
+    if not isinstance(cpus, int | float) or isinstance(cpus, bool):
+        return f"none ({quota.get('reason') or 'no CPU quota'})"
+    text = f"{cpus:g} CPU ({quota.get('quota_us')}/{quota.get('period_us')} us, {quota.get('source')})"
+    during = run.env_value("cpu_throttle", "during_run", default=None)
+    if isinstance(during, dict) and isinstance(during.get("periods"), int):
+        text += f"; throttled in {during.get('throttled')} of {during['periods']} periods during the run"
+    threads = run.env_value("threads", "over_quota", default=None)
+    return text + (f"; {threads}" if isinstance(threads, str) else "")
 
 
 def _allocator_line(run: Run) -> str:

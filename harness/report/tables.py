@@ -15,6 +15,7 @@ from harness.decide import paired, roofline
 from harness.decide.index import REFERENCE_BACKEND, RunIndex, row_sort
 from harness.decide.load import finite, is_failed, null_reason, number, run_shape
 from harness.decide.load import p50 as model_p50
+from harness.measure.throttle import words as throttle_words
 from harness.report.fmt import Notes, Shown, derived, fmt_num
 from harness.report.fmt import field as show_field
 from harness.report.matrix import LogHref, anchor_for, machine_label, row_label
@@ -181,7 +182,8 @@ def speedup(idx: RunIndex, rec: CellRecord, notes: Notes) -> Shown:
 
 
 def p50_spread(rec: CellRecord, notes: Notes) -> tuple[Shown, Shown]:
-    """The p50's 95% interval and the rounds it rests on (marked when the rounds scattered: `unstable`)."""
+    """The p50's 95% interval and the rounds it rests on (marked when the rounds scattered, `unstable`, and when a
+    CPU quota throttled them, harness.measure.throttle.words)."""
     lat = rec.latency_ms
     ci = lat.p50_ci if lat else None
     if isinstance(ci, list) and len(ci) == 2:
@@ -194,6 +196,7 @@ def p50_spread(rec: CellRecord, notes: Notes) -> tuple[Shown, Shown]:
     text = str(int(rounds))
     if lat.unstable:
         text += f" unstable ({fmt_num(100 * float(lat.scatter or 0), 2)}% scatter)"
+    text += throttle_words(rec.throttle)
     return shown_ci, Shown(text, rounds)
 
 
