@@ -29,6 +29,10 @@ def test_the_43_percent_claim_confirmed_where_the_speedup_reaches_it_and_refuted
     # the other way round: one backend reaches it, one does not
     recs = [*pair("onnxruntime", 25.0, 40.0, 30.0, 33.0), *pair("openvino", 30.0, 32.0, 25.0, 27.5)]
     assert verdicts(*recs)[MODEL].verdict == "partly"
+    # an interval too wide to tell (it holds both 1 and 1.43x: a loaded machine's few trials) says nothing
+    wide = pair("onnxruntime", 25.0, 30.0, 30.0, 33.0, half_width=0.45)
+    got = verdicts(*wide)[MODEL]
+    assert got.verdict == "not measurable" and "too wide to tell" in got.evidence
 
 
 def test_eight_threads_are_not_measurable_on_two_cores_and_judged_where_the_records_ran_them():
@@ -56,6 +60,9 @@ def test_published_size_ratios_against_this_machines():
         *pair("onnxruntime", 80.0, 60.0, 90.0, 66.0, size="s"),
     ]
     assert verdicts(*disagree)[SIZES].verdict == "refuted"
+    # n measured at 0.69x but +-50%: it holds 1, so it cannot tell that YOLO26n is faster, as published
+    wide = pair("onnxruntime", 27.7, 40.0, 30.0, 45.0, half_width=0.5)
+    assert verdicts(*wide)[SIZES].verdict == "not measurable"
 
 
 def test_a_seed_claim_about_yolo26_never_judges_a_yolo11_record():

@@ -178,3 +178,26 @@ def test_heads_are_selected_through_the_api_of_the_installed_ultralytics():
     yolo11 = heads.select("raw", "yolo11", version="8.4.190").record()
     assert yolo11["export_args"] == {"nms": None} and "one-to-many head only" in yolo11["rule"]
     assert heads.select("e2e").record()["ultralytics"] == heads.ultralytics_version()
+
+
+def test_a_users_yolo11_weights_are_read_from_weights_dir_and_a_missing_one_is_named(tmp_path):
+    from harness.yolo.models import ModelSource, WeightsError
+
+    src = ModelSource("n", "detect", tmp_path, family="yolo11")
+    assert src.stem == "yolo11n" and src.weights_file() == tmp_path / "yolo11n.pt"
+    with pytest.raises(
+        WeightsError, match=r"yolo11n\.pt not found \(expected yolo11n\.pt in --weights-dir\)"
+    ):
+        src.check()
+    assert ModelSource("s", "seg", tmp_path, family="yolov8").stem == "yolov8s-seg"
+    assert ModelSource("n", "detect", tmp_path).stem == "yolo26n"  # YOLO26's as before
+
+
+def test_a_run_pairing_the_families_builds_yolo26_from_its_yaml_as_yolo11_not_the_standin():
+    from harness.pytest_plugin.options import use_standin
+
+    # the stand-in has the generated dataset's 5 classes; YOLO11 from its YAML has COCO's 80: same head width only
+    # where YOLO26 is built the same way
+    assert use_standin(False, build("families", Selection())) is False
+    assert use_standin(False, build("quick", Selection())) is True  # a YOLO26 run as before
+    assert use_standin(True, build("quick", Selection())) is False  # --no-standin

@@ -246,6 +246,14 @@ def dataset_problem(path: Path) -> str | None:
     return None
 
 
+def use_standin(no_standin: bool, planned: list[PlannedCell]) -> bool:
+    """Whether yolo26n runs on the committed stand-in weights: unless --no-standin, and unless the run pairs the
+    model families (--families, the families profile). Such a run builds YOLO26 as it builds YOLO11, from the YAML
+    with the seed and COCO's 80 classes: the stand-in's 5 classes would make YOLO26's head lighter than the head it
+    is compared with."""
+    return not no_standin and all(p.cell.family == axes.DEFAULT_FAMILY for p in planned)
+
+
 def check_weights(planned: list[PlannedCell], weights: Path | None, allow_unsafe: bool) -> None:
     """Every weights file this run needs exists, is readable and loads as an ultralytics checkpoint (safely,
     unless --allow-unsafe-weights) before any work."""

@@ -248,7 +248,7 @@ class BenchSession:
             cache_dir=self.cache_dir,
             weights_dir=self.weights_dir,
             seed=opt("seed"),
-            standin=not opt("no_standin"),
+            standin=options.use_standin(bool(opt("no_standin")), self.planned),
             accuracy=not opt("no_accuracy"),
             fake_cuda=DEFAULT_TARGET if opt("fake_cuda") else None,
             accuracy_images=opt("accuracy_images"),
