@@ -268,7 +268,7 @@ def measured_rows(
             key=lambda r: (
                 bool(r.dynamic),
                 (r.height or 0) * (r.width or 0),
-                row_sort((r.size, r.task, r.head, r.batch, r.precision_requested)),
+                row_sort((r.size, r.task, r.head, r.batch, r.precision_requested, r.family)),
                 r.device,
                 r.backend,
                 r.cell_id,
@@ -299,7 +299,7 @@ def measured_rows(
                     status=rec.status,
                     backend=rec.backend,
                     device=rec.device,
-                    model=rec.model or f"yolo26{rec.size}",
+                    model=rec.model or f"{rec.family}{rec.size}",
                     shape=run_shape(rec),
                     dynamic=bool(rec.dynamic),
                     batch=str(rec.batch),
@@ -332,7 +332,7 @@ def memory_sources(rows: list[Row]) -> list[tuple[int, str]]:
 def _group(idx: RunIndex, rec: CellRecord) -> str:
     """`[1] yolo26n detect · e2e · b1 · fp32 · 640x640`: the run and workload a table row belongs to."""
     dyn = " (dynamic artifact)" if rec.dynamic else ""
-    key = (rec.size, rec.task, rec.head, rec.batch, rec.precision_requested)
+    key = (rec.size, rec.task, rec.head, rec.batch, rec.precision_requested, rec.family)
     return f"[{idx.position + 1}] {row_label(key)} · {run_shape(rec)}{dyn}"
 
 
