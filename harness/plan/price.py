@@ -30,8 +30,7 @@ the table's exponent for it. Exports and probes scale by the model's work alone 
 show them flat across input shapes.
 
 Speed: every measured figure is scaled from the machine that measured it to this one by the two figures of
-harness.measure.machine_speed (this machine's over the source's, each in FACTOR_RANGE, whose top a CPU quota of less
-than one CPU widens by 1 / CPUs; 1 where either is null):
+harness.measure.machine_speed (this machine's over the source's, each in FACTOR_RANGE; 1 where either is null):
 export, probe and load by `python_s`; stages by `compute_s`; timing by `compute_s` only where the trials' floor
 held it up (where the time cap ended it, it takes the cap's seconds on any machine: max(timing, floor x factor));
 scenarios not at all (LoadGen's durations are wall-clock).
@@ -96,21 +95,14 @@ class CellCost:
     detail: str = ""
 
 
-def factor_range(now: Mapping | None) -> tuple[float, float]:
-    """FACTOR_RANGE, its top widened by 1 / CPUs where this machine's figures were read in a CPU quota of less than
-    one CPU (machine_speed's `quota`): such a process is that much slower by design, not by a burst of load."""
-    quota = now.get("quota") if isinstance(now, Mapping) else None
-    cpus = quota.get("cpus") if isinstance(quota, Mapping) else None
-    if isinstance(cpus, int | float) and not isinstance(cpus, bool) and 0 < cpus < 1:
-        return FACTOR_RANGE[0], FACTOR_RANGE[1] / cpus
-    return FACTOR_RANGE
-
-
 def speed_factors(source: Mapping | None, now: Mapping | None) -> dict[str, float]:
     """Per machine_speed figure, this machine's over the source machine's (lower seconds are faster, so a factor
-    above 1 means slower here), within FACTOR_RANGE (`factor_range`); 1 where either figure is missing."""
+    above 1 means slower here), within FACTOR_RANGE; 1 where either figure is missing. In a CPU quota the figures
+    are what the process keeps (harness.measure.machine_speed), and the range holds too: in a half-CPU quota on a
+    2-core AMD EPYC VM the compute figure read x8 of the reference and the parts it prices took 0.32x of that
+    (docs/journal/2026-11-29-main-job-in-a-cpu-quota.md)."""
     out = {}
-    lo, hi = factor_range(now)
+    lo, hi = FACTOR_RANGE
     for name in ("python_s", "compute_s"):
         a = (now or {}).get(name) if isinstance(now, Mapping) else None
         b = (source or {}).get(name) if isinstance(source, Mapping) else None
