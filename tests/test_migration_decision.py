@@ -57,6 +57,14 @@ def test_intervals_that_hold_one_are_tied_and_disagreeing_backends_depend():
     tied = pair("onnxruntime", 20.0, 20.2, 30.0, 30.3, half_width=0.05)
     _, _, (entry,), (answer,) = migration(*tied)
     assert entry["verdict"] == "tied" and {p.backend for p in answer.tied} == {"YOLO26", "YOLO11"}
+    # faster on one backend, tied on the other, slower on none: YOLO26, the tie said
+    some = [
+        *pair("onnxruntime", 20.0, 26.0, 22.0, 31.0),
+        *pair("openvino", 20.0, 20.2, 30.0, 30.3, half_width=0.05),
+    ]
+    _, _, (entry,), (answer,) = migration(*some)
+    assert entry["verdict"] == "move" and answer.winner.backend == "YOLO26"
+    assert "faster end to end on 1 of 2 pairs" in answer.winner.figure and "tied on 1" in answer.winner.figure
     mixed = [*pair("onnxruntime", 20.0, 26.0, 22.0, 31.0), *pair("openvino", 20.0, 18.0, 30.0, 24.0)]
     _, _, (entry,), (answer,) = migration(*mixed)
     assert entry["verdict"] == "depends" and answer.winner is None and not answer.tied

@@ -14,9 +14,9 @@ it ran too). The run timed both in one interleaved group (harness.execute.worklo
 - the accuracy difference where both figures are known on one scale: measured on the user's data for both, or
   ultralytics' published tables for both (harness.accuracy.published_families; at the published shape, fp32).
 
-A machine's answer: YOLO26 where every judged pair is faster end to end, the other family where every one is
-slower, tied where every interval holds 1, and no single answer where the backends disagree (each pair says
-which). Records timed apart (another run) compare by their separate p50s, without an interval, and decide nothing.
+A machine's answer: YOLO26 where judged pairs are faster end to end and none slower (the others tied), the other
+family where pairs are slower and none faster, tied where every interval holds 1, and no single answer where the
+backends disagree, faster on some and slower on others (each pair says which). Records timed apart (another run) compare by their separate p50s, without an interval, and decide nothing.
 """
 
 from __future__ import annotations
@@ -238,12 +238,15 @@ def answer(
         )
         return UseCaseAnswer(**base, none_reason=why, rows=rows), {**entry, "verdict": None, "reason": why}
     accuracy = "; ".join(dict.fromkeys(_accuracy_summary(p) for p in judged))
-    if counts[FASTER] == len(judged) or counts[SLOWER] == len(judged):
-        faster = counts[FASTER] == len(judged)
+    one_way = (counts[FASTER] > 0) != (counts[SLOWER] > 0)  # faster or slower somewhere, never both
+    if one_way:
+        faster = counts[FASTER] > 0
         winner_family, loser_family = (DEFAULT_FAMILY, family) if faster else (family, DEFAULT_FAMILY)
+        decided = [p for p in judged if p.relation == (FASTER if faster else SLOWER)]
+        tied_too = f", tied on {counts[TIED]}" if counts[TIED] else ""
         figure = (
-            f"YOLO26 {'faster' if faster else 'slower'} end to end on {len(judged)} of {len(ps)} pairs "
-            f"({_span(judged)} {other}'s e2e p50)"
+            f"YOLO26 {'faster' if faster else 'slower'} end to end on {len(decided)} of {len(ps)} pairs "
+            f"({_span(decided)} {other}'s e2e p50){tied_too}, {'slower' if faster else 'faster'} on none"
         )
         win = Pick(name(winner_family), device, machine, first.yolo26.cell_id, figure, figure, accuracy)
         lose = Pick(
@@ -251,7 +254,8 @@ def answer(
             device,
             machine,
             first.other.cell_id,
-            f"{name(loser_family)}: {'slower' if faster else 'faster'} end to end on every judged pair",
+            f"{name(loser_family)}: {'slower' if faster else 'faster'} end to end on {len(decided)} pairs, "
+            f"{'faster' if faster else 'slower'} on none",
         )
         verdict = "move" if faster else "stay"
         return (
