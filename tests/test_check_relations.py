@@ -36,11 +36,23 @@ SEVEN = {
     ("kit-cells-s.jsonl", "yolo26s-detect-e2e-torch-eager-cudagraph-cuda-640x640-b1-fp32"),
 }
 
-#: the one finding on the committed CPU samples: a record whose own e2e check already says it did not hold
-#: (stages 0.874 x the whole call; torch-compile on a loaded 2-core machine). Its cause is in the e2e measurement
+#: the findings on the committed CPU samples: records whose own e2e check already says it did not hold (stages
+#: 0.874 x the whole call; torch-compile on a loaded 2-core machine; the families sample's five, below). Its cause is in the e2e measurement
 #: (harness/measure/pipeline.py), where it is to be fixed: the check reports it, it does not hide it.
 CPU_KNOWN = {
     ("2026-11-25-cpu-2core-compile", "yolo26n-detect-e2e-torch-compile-cpu-192x192-b1-fp32", "e2e-stage-sum"),
+    # the families sample, measured beside other engineers' training and benchmark on the same 2 cores (its
+    # README): 6 end-to-end pairs per cell, and five records' own e2e check says it did not hold
+    *(
+        ("2026-11-29-cpu-2core-families", f"{cell}-cpu-640x640-b1-fp32", "e2e-stage-sum")
+        for cell in (
+            "yolo11n-detect-raw-torch-eager",
+            "yolo11n-detect-raw-executorch-xnnpack",
+            "yolo11n-detect-raw-onnxruntime",
+            "yolo26s-detect-e2e-torch-eager",
+            "yolo11s-detect-raw-torch-eager",
+        )
+    ),
 }
 
 
@@ -64,9 +76,9 @@ def test_every_committed_cpu_sample_breaks_no_relation_but_the_known_one():
     assert len(runs) >= 10
     found = {(run.name, f.cell_id, f.relation) for run in runs for f in check_records(read_records(run))}
     assert found == CPU_KNOWN
-    run, cid, _ = next(iter(CPU_KNOWN))
-    rec = next(r for r in read_records(SAMPLES / run) if r.cell_id == cid)
-    assert rec.e2e["check"]["held"] is False  # the record says so itself
+    for run, cid, _ in CPU_KNOWN:
+        rec = next(r for r in read_records(SAMPLES / run) if r.cell_id == cid)
+        assert rec.e2e["check"]["held"] is False  # the record says so itself
 
 
 @pytest.fixture
