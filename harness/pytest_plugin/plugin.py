@@ -167,7 +167,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--scenario-budget",
         help="seconds the scenario phase of --scenarios decision may spend (default 240; within --time-budget, "
-        "the plan's share)",
+        "never more than the budget has left)",
     )
     g.addoption(
         "--server-bound-ms",
