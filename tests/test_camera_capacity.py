@@ -378,11 +378,17 @@ def test_the_committed_cpu_sample_gets_a_camera_capacity_on_the_first_screen(tmp
     one stream ran for it), and the most cameras (multi-stream at 2 passed at 320, accuracy not known)."""
     index = render_report([SAMPLE], tmp_path)
     screen = _first_screen(index)
-    assert "most cameras: onnxruntime yolo26n 320 fp32 (at least 2 cameras at 30 FPS (multi-stream at 2" in screen
+    assert (
+        "most cameras: onnxruntime yolo26n 320 fp32 (at least 2 cameras at 30 FPS (multi-stream at 2"
+        in screen
+    )
     entry = _capacity_entry(index)
     assert entry["most_cameras"]["interval"] == [2, None]
     assert entry["pick"]["interval"] == [1, None] and entry["pick"]["accuracy_source"].startswith("published")
-    assert entry["pick"]["configuration"]["shape"] == "640" and "320 instead of 640" in entry["most_cameras_gives_up"]
+    assert (
+        entry["pick"]["configuration"]["shape"] == "640"
+        and "320 instead of 640" in entry["most_cameras_gives_up"]
+    )
 
 
 def test_the_committed_default_run_with_the_search_gets_its_searched_interval_on_the_first_screen(tmp_path):

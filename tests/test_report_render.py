@@ -486,7 +486,9 @@ def test_recommendations_follow_the_records(both):
         key=lambda r: r.throughput_ips,
     )
     assert (
-        doc.one("div", cls="rec", data_key="gpu-throughput", data_task="detect").one("div", cls="winner").attrs["data-cell-id"]
+        doc.one("div", cls="rec", data_key="gpu-throughput", data_task="detect")
+        .one("div", cls="winner")
+        .attrs["data-cell-id"]
         == thr.cell_id
     )
 
@@ -509,7 +511,9 @@ def test_overlapping_p50_intervals_render_as_a_tie(tmp_path):
     ov.samples_ms = [v * 0.999 for v in ort.samples_ms]
     ov.latency_ms = dataclasses.replace(ort.latency_ms, p50=ort.latency_ms.p50 * 0.999)
     write_records(run, recs)
-    rec = parse(render_report([run], tmp_path / "reports")).one("div", cls="rec", data_key="cpu-edge", data_task="detect")
+    rec = parse(render_report([run], tmp_path / "reports")).one(
+        "div", cls="rec", data_key="cpu-edge", data_task="detect"
+    )
     assert not rec.all("div", cls="winner") and not rec.all("div", cls="runner-up")
     tied = rec.one("div", cls="tied")
     assert "Tied, no winner" in tied.text() and "overlap" in tied.text()
@@ -613,7 +617,10 @@ def test_hostile_strings_everywhere_stay_text(tmp_path):
     doc = parse(render_report([run], tmp_path / "reports"))
     assert not doc.all("script") and not doc.all("img")
     assert (
-        doc.one("div", cls="rec", data_key="cpu-edge", data_task="detect").one("div", cls="winner").one("b").text()
+        doc.one("div", cls="rec", data_key="cpu-edge", data_task="detect")
+        .one("div", cls="winner")
+        .one("b")
+        .text()
         == "openvino" + evil
     )
     assert any(evil in t.text() for t in doc.one("figure", data_plot="latency-gflops").all("text"))
@@ -883,7 +890,9 @@ def test_share_of_peak_column_roofline_section_and_pick_lines_read_the_runs_peak
     assert shown >= 3
     winner = doc.one("div", cls="rec", data_key="cpu-edge", data_task="detect").one("div", cls="winner")
     assert "of this machine's roofline bound" in winner.one("div", cls="roofline").text()
-    before = cpu_only[1].one("div", cls="rec", data_key="cpu-edge", data_task="detect").one("div", cls="winner")
+    before = (
+        cpu_only[1].one("div", cls="rec", data_key="cpu-edge", data_task="detect").one("div", cls="winner")
+    )
     no_peaks = "the machine's limit is not known: " + NO_PEAKS.split(" (")[0]
     assert no_peaks in before.one("div", cls="roofline").text()
     for page, has_peak in ((index, True), (cpu_only[0], False)):

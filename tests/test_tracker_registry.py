@@ -22,6 +22,7 @@ def test_the_tracker_modules_are_found_by_their_registration():
         "harness.measure.gpu_memory",
         "harness.measure.host_bound",
         "harness.measure.host_memory",
+        "harness.measure.throttle",
     ]
     discover()
     assert sorted(base.TRACKERS, key=lambda n: base.TRACKER_ORDER[n])[:4] == [

@@ -17,10 +17,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.accuracy.standin import is_standin
+
+if TYPE_CHECKING:
+    from harness.accuracy.task_split import TaskSplit
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +113,7 @@ def data_problem(task: str, data_yaml: Path | str | None) -> str | None:
     return f"--data {data_yaml} cannot score {task}: {why}" if why else None
 
 
-_SPLITS: dict[tuple, object] = {}
+_SPLITS: dict[tuple, TaskSplit] = {}
 _SPLITS_LOCK = threading.Lock()
 
 

@@ -735,6 +735,10 @@ def start_clock(session: BenchSession) -> None:
         session.runner  # noqa: B018 (the runner probes every planned backend first: the estimate reuses that)
         session.clock = eta.plan_of(session, timed, alone)
         session.clock.say_start()
+    except (
+        pytest.exit.Exception
+    ):  # a stop (the results disk full while env.json took the plan) is the run's own
+        raise
     except Exception as e:  # an estimate never stops a run
         log.exception("estimate failed")
         session.progress(f"estimate: not available ({type(e).__name__}: {e})")
@@ -746,6 +750,8 @@ def tick(session: BenchSession, event: str, *args) -> None:
         return
     try:
         getattr(session.clock, event)(*args)
+    except pytest.exit.Exception:
+        raise
     except Exception:
         log.exception("estimate: %s failed", event)
     replan_session.check(session, event, *args)  # past the budget now: the lowest-ranked cells wait

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+import pytest
 
 from harness.core.results_dir import read_env, write_env
 from harness.plan import replan as rp
 from harness.plan.screen_budget import left_for_later, suggested_budget
+
+if TYPE_CHECKING:
+    from harness.execute.config import RunConfig
+    from harness.pytest_plugin.eta import RunClock
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +38,7 @@ class Session(Protocol):
     time_budget_text: str | None
     budget_order: str
     t0: float
-    clock: object
+    clock: RunClock
     plan_order: list[str]
     left_for_later: dict[str, str]
     selected: list
@@ -40,7 +46,7 @@ class Session(Protocol):
     recorded: dict
     rerun: dict
     run_id: str
-    run_config: object
+    run_config: RunConfig
 
     def notice(self, msg: str) -> None: ...
 
@@ -80,6 +86,8 @@ def check(session: Session, event: str, *args) -> rp.Replan | None:
         return None
     try:
         return _check(session, after)
+    except pytest.exit.Exception:  # the run's own stop (a full results disk while env.json took the plan)
+        raise
     except Exception:  # a re-plan never stops a run
         log.exception("re-plan after %s failed", after)
         return None

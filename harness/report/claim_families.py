@@ -91,6 +91,9 @@ def _family_speedup(claim: Claim, matched: list[Cand], indexes: list[RunIndex]) 
             unpaired.append(p.config())
             continue
         s, ci = _speedup(r)
+        if ci is None:  # cannot happen after r.ci was checked; kept for the type
+            unpaired.append(p.config())
+            continue
         bar = claimed * (1 - tol)
         agrees: bool | None = None  # the interval reaches the bar, the speedup does not, or it holds 1 too
         if ci is not None and ci[1] < bar:

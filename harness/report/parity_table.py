@@ -96,7 +96,8 @@ def _compared(compared) -> str:
 def _current(p: dict) -> tuple[list[MetricView], list[str]]:
     metrics = p.get("metrics") if isinstance(p.get("metrics"), dict) else {}
     thresholds = p.get("thresholds") if isinstance(p.get("thresholds"), dict) else {}
-    failed = [str(m) for m in p.get("failed") or [] if isinstance(m, str)]
+    listed = p.get("failed") if isinstance(p.get("failed"), list) else []
+    failed = [m for m in listed if isinstance(m, str)]
     views = []
     for name, value in metrics.items():
         b = _bound(thresholds.get(name))
