@@ -17,7 +17,7 @@ WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 CONFIG = REPO / ".github" / "actionlint.yaml"
 BROKEN = Path(__file__).parent / "data" / "workflows" / "broken.yml"
 PUBLISH = REPO / "scripts" / "publish_report.sh"
-SAMPLE_REPORT = REPO / "results" / "samples" / "2026-11-22-cpu-2core-episodes" / "report"
+SAMPLE_REPORT = REPO / "results" / "samples" / "2026-11-29-cpu-2core-families" / "report"
 
 
 def actionlint_binary() -> str | None:
