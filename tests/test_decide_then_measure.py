@@ -254,3 +254,28 @@ def test_a_phase_env_entry_is_json(tmp_path):
     assert env["decisions"] == 2 and [m["scenarios"] for m in env["measured"]] == [
         ["single-stream", "camera-capacity", "server", "offline"]
     ]  # fmt: skip
+
+
+def test_a_measured_rate_is_never_outranked_by_an_estimated_one():
+    """The 2-core EPYC's main job (8f51b1d): openvino yolo26n 640 measured 4.07 q/s under LoadGen's server scenario,
+    torch-eager's server was left unmeasured by the budget, and its estimate from e2e (7.08 q/s) made it the server
+    pick, an estimate on the first screen. A measured figure ranks ahead of a screened one, in the order and in a
+    tie's; the other way, measured higher, torch-eager is the pick."""
+    # both 640: as accurate; torch-eager faster end to end
+    ov, te = cell("openvino", 30.0), cell("torch-eager", 20.0)
+    ov.scenarios = {"server": server(4.0)}
+    te.memory = Memory(host_peak_rss_mib=250.0)  # lighter: a tie's memory order must not put it first either
+
+    def server_pick(*records: CellRecord) -> dict:
+        idx = indexes(*records)
+        return next(e for e in decide(idx, Constraints()).entries if e["use_case"] == "server")["pick"]
+
+    pick = server_pick(ov, te)
+    assert pick["configuration"]["cell_id"] == ov.cell_id, pick["figure"]
+    assert pick["figure_source"] == "scenario"
+    # the estimate ahead of it is named, so that the scenario phase measures it where its budget allows
+    assert ("server better by its estimate", "server", te.cell_id) in wants(ov, te)
+    te.scenarios = {"server": server(8.0)}
+    pick = server_pick(ov, te)
+    assert pick["configuration"]["cell_id"] == te.cell_id, pick["figure"]
+    assert pick["figure_source"] == "scenario"

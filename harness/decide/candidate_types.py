@@ -94,6 +94,9 @@ class CandidateDecision:
     #: the most accurate candidate that only its screened figure keeps from meeting the bound, where more accurate
     #: than the pick: its scenario decides whether it meets it (harness.decide.most_accurate.screened_out)
     screened_out: Scored | None = None
+    #: as accurate as the pick, their figures screened (an estimate) better than the pick's measured one: the pick
+    #: stays the measured one (an estimate never outranks a measurement); their scenarios decide whether they take it
+    estimated_better: list[Scored] = field(default_factory=list)
 
     @property
     def key(self) -> str:

@@ -102,6 +102,7 @@ def _two_answers(dec: CandidateDecision) -> dict:
         "with_margin": _scored(dec.with_margin) if dec.with_margin else None,
         "largest_fitting": dec.ladder_line or None,
         "screened_out": _scored(dec.screened_out) if dec.screened_out else None,
+        "estimated_better": [_scored(s) for s in dec.estimated_better] or None,
         "ladder": [r.as_dict() for r in dec.ladder],
     }
 

@@ -1,6 +1,7 @@
 """The order within a tie: a second objective, stated, so that a tie still tells the user what to do.
 
-Candidates tied on the use case's figure are ordered by the least host memory (peak RSS; not measured goes last),
+Candidates tied on the use case's figure are ordered measured first (a scenario's figure before one screened from
+end-to-end timing), then by the least host memory (peak RSS; not measured goes last),
 then by the simplest deployment: no remedy needed first, then one artifact for every input shape (a backend whose
 export takes dynamic shapes) before one artifact per shape. The advice reads "any of these; X if memory matters",
 and names the simplest when it is another.
@@ -14,6 +15,7 @@ import math
 from harness import backends
 from harness.core.record import CellRecord
 from harness.decide.candidate_types import Scored
+from harness.decide.candidates import SCREEN
 from harness.decide.words import fmt_num
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,10 @@ def order(members: list[Scored]) -> list[Scored]:
         mem = _memory(s)
         return 0.0 if math.isfinite(least) and mem <= least * (1 + MEMORY_NOISE) else mem
 
-    return sorted(members, key=lambda s: (heavier(s), simplicity(s.cand.rec), at[id(s)]))
+    # measured before screened (harness.decide.by_candidates' order): memory never puts an estimate first
+    return sorted(
+        members, key=lambda s: (s.fig.source == SCREEN, heavier(s), simplicity(s.cand.rec), at[id(s)])
+    )
 
 
 def _name(s: Scored, members: list[Scored]) -> str:

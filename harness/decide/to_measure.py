@@ -1,6 +1,7 @@
 """What the answers show that their scenarios did not measure: the configurations a decision names (the pick, the
 configurations tied with it, the fastest beside it, the one with margin, the largest size on the ladder, the one
-serving the most cameras, and the most accurate one that only a screened figure kept out) whose record holds no
+serving the most cameras, the most accurate one that only a screened figure kept out, and those as accurate as a
+measured pick whose screened estimate ranked ahead of it) whose record holds no
 result of the scenario their use case reads, each with that scenario.
 
 The scenario phase (harness.execute.scenario_phase) decides on the records it has, measures what `wanted` names,
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 ROLES = (
     "pick",
     "more accurate, screened out",
+    "better by its estimate",
     "most cameras",
     "fastest",
     "tied",
@@ -35,7 +37,7 @@ ROLES = (
 #: decision.json's field for each role (a list for ties), and the ladder's rung flag per use case
 FIELDS = (("pick", "pick"), ("tied", "tied_with"), ("fastest", "fastest"), ("with margin", "with_margin"),
           ("most cameras", "most_cameras"), ("more accurate, screened out", "screened_out"),
-          ("most cameras", "fastest_per_image"))  # fmt: skip
+          ("most cameras", "fastest_per_image"), ("better by its estimate", "estimated_better"))  # fmt: skip
 LADDER_FLAG = {"camera": "camera", "server": "server"}
 #: the ladder's figure is the unloaded e2e p99 at batch 1: single-stream measures it
 LADDER_SCENARIO = "single-stream"
