@@ -63,8 +63,9 @@ if [[ $parts -eq 1 ]]; then
     fi
 fi
 
-# the repository as it travels (tracked files) plus the wheels
-repo_bytes=$(git -C "$repo" ls-files -z | (cd "$repo" && xargs -0 stat -c %s 2>/dev/null) | awk '{s += $1} END {print s + 0}')
+# the repository as it travels (tracked and untracked-not-ignored files, as wheel_parts.tree_bytes counts them: a
+# tracked file deleted in the work tree does not travel) plus the wheels
+repo_bytes=$(cd "$repo" && python3 -c 'import pathlib, sys; sys.path.insert(0, "scripts"); import wheel_parts; print(wheel_parts.tree_bytes(pathlib.Path(".")) or 0)')
 wheel_bytes=0
 if [[ -d "$dest" ]]; then
     wheel_bytes=$(find "$dest" -maxdepth 1 -name '*.whl' -printf '%s\n' | awk '{s += $1} END {print s + 0}')
