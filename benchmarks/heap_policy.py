@@ -35,10 +35,10 @@ def child(seconds: float, onnx: str) -> dict:
     import onnxruntime as ort
     import torch
 
-    from harness.yolo.models import prepared_model, standin_checkpoint
+    from harness.yolo.models import prepared_model, standin_weights
 
     apply_torch()
-    model = prepared_model(standin_checkpoint("n", "detect"), "e2e", (640, 640))
+    model = prepared_model(standin_weights("n", "detect"), "e2e", (640, 640))
     x = torch.rand(1, 3, 640, 640, generator=torch.Generator().manual_seed(0))
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = budget(), 1

@@ -74,9 +74,9 @@ def ultralytics_call(device: str, fp16: bool, height: int, width: int) -> Callab
     from ultralytics.models.yolo.detect import DetectionPredictor
 
     from harness.measure.pipeline import decoded
-    from harness.yolo.models import standin_checkpoint
+    from harness.yolo.models import standin_weights
 
-    ckpt = standin_checkpoint("n", "detect")
+    ckpt = standin_weights("n", "detect")
     if ckpt is None:
         raise SystemExit("the committed stand-in weights weights/standin/yolo26n-detect.pt are missing")
     img = np.array(decoded("bus.jpg"))

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         ModelSource,
         load_yolo,
         prepared_model,
-        standin_checkpoint,
+        standin_weights,
     )
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{size} {task} {head} {height}x{width}: {work['flops'] / 1e9:.3f} GFLOP", flush=True)
     # the committed stand-in (yolo26n detect, 5 classes): what the records of yolo26n detect ran without --weights-dir
     for size, task in (("n", "detect"),):
-        ckpt = standin_checkpoint(size, task)
+        ckpt = standin_weights(size, task, cache_dir)
         if ckpt is None:
             continue
         classes = int(load_yolo(ckpt).model.nc)

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from harness.accuracy import validator
-from harness.accuracy.standin import standin_checkpoint
+from harness.accuracy.standin import standin_weights
 from harness.core.axes import Shape
 from harness.core.cell import Cell
 from harness.core.results_dir import Run
@@ -34,7 +34,7 @@ def test_your_weights_and_data_are_measured_at_each_shape_agree_with_the_validat
     weights_dir = tmp_path / "my-weights"
     weights_dir.mkdir()
     mine = weights_dir / "yolo26n.pt"
-    shutil.copy(standin_checkpoint("n", "detect"), mine)
+    shutil.copy(standin_weights("n", "detect", cache_dir), mine)
     data = ds.generate(tmp_path / "my-data", train=1, val=IMAGES, calib=1)  # synthetic: true in its data.yaml
     cfg = RunConfig(
         run_id="mine", results_dir=tmp_path / "results", cache_dir=cache_dir, max_time_s=0.2, block_s=0.02,

@@ -5,19 +5,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.yolo.models import STANDIN_DIR, sha256_file, standin_checkpoint
+from harness.yolo.models import STANDIN_DIR, sha256_file, standin_file, standin_weights
 
-__all__ = ["STANDIN_DIR", "is_standin", "standin_checkpoint", "standin_info", "standin_label"]
-
-
-def standin_info(checkpoint: Path) -> dict:
-    """What the training script recorded beside the weights: command, wall time, val mAP, dataset, sha256."""
-    return json.loads(Path(checkpoint).with_suffix(".json").read_text())
+__all__ = ["STANDIN_DIR", "is_standin", "standin_file", "standin_info", "standin_label", "standin_weights"]
 
 
-def standin_label(checkpoint: Path) -> str:
-    """How records name these weights: `standin:<sha256>` (of the file as it is on disk)."""
-    return f"standin:{sha256_file(Path(checkpoint))}"
+def standin_info(standin: Path) -> dict:
+    """What the training script recorded beside a committed stand-in file (yolo26n-<task>.json beside
+    yolo26n-<task>.pt or yolo26n-<task>.compact.pt): command, wall time, val figures, dataset, sha256."""
+    standin = Path(standin)
+    return json.loads(standin.with_name(standin.name.split(".")[0] + ".json").read_text())
+
+
+def standin_label(standin: Path) -> str:
+    """How records name these weights: `standin:<sha256>` of the committed file as it is on disk (for a compact
+    stand-in, the compact file, not the checkpoint decoded from it)."""
+    return f"standin:{sha256_file(Path(standin))}"
 
 
 def is_standin(weights: str | None) -> bool:

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import harness  # (sets the ultralytics offline environment and its safe-load switch before it is imported)
+from harness.core import locations
 from harness.core.axes import DEFAULT_FAMILY
+from harness.yolo import compact_weights
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +82,47 @@ class Materialized:
 
 
 #: the committed stand-in weights (scripts/train_standin.py), each trained on its task's generated dataset
-#: (harness.yolo.dataset, harness.yolo.task_dataset): yolo26n-<task>.pt for detect, seg, pose, obb and cls
+#: (harness.yolo.dataset, harness.yolo.task_dataset): yolo26n-detect.pt, a checkpoint, and yolo26n-<task>.compact.pt
+#: for seg, pose, obb and cls, stored int8 per channel (harness.yolo.compact_weights) and decoded on first use
 STANDIN_DIR = Path(__file__).resolve().parents[2] / "weights" / "standin"
 
 
-def standin_checkpoint(size: str, task: str) -> Path | None:
-    """The stand-in weights file for yolo26{size} {task} (the harness's task names), or None where none is
-    committed (yolo26n of every task is; no other size)."""
-    f = STANDIN_DIR / f"yolo26{size}-{task}.pt"
-    return f if f.is_file() else None
+def standin_file(size: str, task: str) -> Path | None:
+    """The committed stand-in file of yolo26{size} {task} (the harness's task names): a checkpoint or its compact
+    form, what records name (`standin:<its sha256>`); None where none is committed (yolo26n of every task is, no
+    other size). A compact file is no checkpoint: load `standin_weights`."""
+    for name in (f"yolo26{size}-{task}{compact_weights.SUFFIX}", f"yolo26{size}-{task}.pt"):
+        f = STANDIN_DIR / name
+        if f.is_file():
+            return f
+    return None
+
+
+def standin_weights(size: str, task: str, cache_dir: Path | None = None) -> Path | None:
+    """A loadable checkpoint of the stand-in of yolo26{size} {task}: the committed file where it is a checkpoint,
+    else its compact form decoded once into `cache_dir` (default: the harness's cache); None where none is
+    committed. WeightsError (one line) for a compact file that cannot be decoded."""
+    f = standin_file(size, task)
+    if f is None:
+        return None
+    return _loadable(f, sha256_file(f), Path(cache_dir or locations.cache_dir()))
+
+
+def _loadable(standin: Path, digest: str, cache_dir: Path) -> Path:
+    """`standin` itself when it is a checkpoint; its compact form's checkpoint, decoded into
+    <cache_dir>/models/standin-<sha256[:12]>-<name>.pt unless already there (named by the compact file's digest, so a
+    new stand-in never meets an old decode)."""
+    if not standin.name.endswith(compact_weights.SUFFIX):
+        return standin
+    stem = standin.name.removesuffix(compact_weights.SUFFIX)
+    ckpt = cache_dir / "models" / f"standin-{digest[:12]}-{stem}.pt"
+    if not ckpt.is_file():
+        try:  # written under a temp name per process, then moved into place: runs sharing a cache may race
+            compact_weights.decode(standin, ckpt)
+        except compact_weights.CompactWeightsError as e:
+            raise WeightsError(str(e)) from None
+        log.info("decoded the compact stand-in %s -> %s", standin, ckpt)
+    return ckpt
 
 
 def sha256_file(path: Path) -> str:
@@ -100,17 +134,18 @@ def sha256_file(path: Path) -> str:
 
 
 def materialize(src: ModelSource, cache_dir: Path) -> Materialized:
-    """Return a checkpoint for `src`: its weights file, else the committed stand-in (when asked and one exists), else
-    the seeded random init, built and cached."""
+    """Return a checkpoint for `src`: its weights file, else the committed stand-in (when asked and one exists;
+    decoded into the cache where it is stored compact), else the seeded random init, built and cached."""
     f = src.weights_file()
     if f is not None:
         src.check()
         return Materialized(f, str(f), sha256_file(f))
     if src.standin and src.family == DEFAULT_FAMILY:  # stand-ins are YOLO26's
-        standin = standin_checkpoint(src.size, src.task)
+        standin = standin_file(src.size, src.task)
         if standin is not None:
+            # the digest of the committed file: a compact one always decodes to the same model
             digest = sha256_file(standin)
-            return Materialized(standin, f"standin:{digest}", digest)
+            return Materialized(_loadable(standin, digest, Path(cache_dir)), f"standin:{digest}", digest)
     ckpt = Path(cache_dir) / "models" / f"{src.stem}-random-init-{src.seed}.pt"
     if not ckpt.exists():
         import torch
