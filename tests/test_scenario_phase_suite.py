@@ -1,8 +1,9 @@
 """Decide, then measure the decision, on real suite runs of yolo26n (real exports, real runtimes, MLPerf LoadGen):
 the scenario phase (harness.execute.scenario_phase) measures what the first screen's answers show.
 
-Two backends at two shapes, with a frame time (--camera-fps 5) and a server bound (--server-bound-ms 400) every
-cell keeps on a loaded 2-core machine: the most accurate configuration
+Two backends at two shapes, with a frame time (--camera-fps 2) and a server bound (--server-bound-ms 1000) every
+cell keeps on a loaded 2-core machine (at --camera-fps 5, yolo26n 640's single-stream p99 passed 200 ms beside a
+suite run of the tasks profile, and the camera's pick fell to 320): the most accurate configuration
 (640, published COCO) and the fastest (320) differ, so the scenarios run on both and every figure the camera,
 cameras, server and offline answers show comes from a scenario or the camera search; and the other way, one
 configuration, which every answer names: it is loaded once and each scenario runs once. Which backend wins is the
@@ -61,12 +62,12 @@ def test_the_scenarios_follow_the_decision_where_the_most_accurate_and_the_faste
 ):
     run, env, entries = run_suite(
         tmp_path, cache_dir, "differ", "--backends", "onnxruntime,openvino", "--shapes", "320,640",
-        "--camera-fps", "5", "--server-bound-ms", "400",
+        "--camera-fps", "2", "--server-bound-ms", "1000",
     )  # fmt: skip
     phase = env["scenario_phase"]
     assert phase["not_measured"] == [], phase["not_measured"]
     camera = entries["camera"]
-    # the most accurate configuration keeping the 200 ms frame is a 640 (published COCO), the fastest a 320
+    # the most accurate configuration keeping the 500 ms frame is a 640 (published COCO), the fastest a 320
     assert camera["pick"]["configuration"]["shape"] == "640", camera["pick"]
     assert camera["pick"]["accuracy_source"].startswith("published")
     assert camera["fastest"]["configuration"]["shape"] == "320", camera.get("fastest")
