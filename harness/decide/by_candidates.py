@@ -175,7 +175,7 @@ def decide(
             )
         return dec
     group, scale = most_accurate.most_accurate(ranked) if case.accuracy_first else ([], None)
-    group, dec.estimated_better = most_accurate.measured_first(group, SCREEN)
+    group, dec.estimated_better = most_accurate.measured_first(group)
     pool = group or ranked
     dec.pick = pool[0]
     dec.tied, dec.tie_reason = _ties(case, pool)

@@ -58,17 +58,17 @@ def most_accurate(ranked: list[Scored]) -> tuple[list[Scored], str | None]:
     ], on
 
 
-def measured_first(group: list[Scored], screen: str) -> tuple[list[Scored], list[Scored]]:
+def measured_first(group: list[Scored]) -> tuple[list[Scored], list[Scored]]:
     """The most accurate group (in the figure's order) with its measured members first, and the screened members
     whose estimate ranked ahead of the first measured one. An estimate never outranks a measurement: a screened
     server rate is e2e timing times a ratio that moves 2x between machines, so where a member's scenario measured
     it, the pick is measured; the screened ones ahead of it are named so that the scenario phase measures them."""
-    measured = [s for s in group if s.fig.source != screen]
+    measured = [s for s in group if s.fig.source != SCREEN]
     if not measured:
         return group, []
     first = group.index(measured[0])
-    ahead = [s for s in group[:first] if s.fig.source == screen]
-    return measured + [s for s in group if s.fig.source == screen], ahead
+    ahead = [s for s in group[:first] if s.fig.source == SCREEN]
+    return measured + [s for s in group if s.fig.source == SCREEN], ahead
 
 
 def screened_out(

@@ -735,9 +735,8 @@ def start_clock(session: BenchSession) -> None:
         session.runner  # noqa: B018 (the runner probes every planned backend first: the estimate reuses that)
         session.clock = eta.plan_of(session, timed, alone)
         session.clock.say_start()
-    except (
-        pytest.exit.Exception
-    ):  # a stop (the results disk full while env.json took the plan) is the run's own
+    except pytest.exit.Exception:
+        # a stop (the results disk full while env.json took the plan) is the run's own: never an estimate failure
         raise
     except Exception as e:  # an estimate never stops a run
         log.exception("estimate failed")
