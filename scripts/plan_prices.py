@@ -1,7 +1,7 @@
 """Write the plan's table of prices (harness/plan/prices.yaml) from cold runs: never typed by hand.
 
     .venv/bin/python scripts/plan_prices.py RUN_DIR [RUN_DIR ...] [--extra RUN_DIR] [-o harness/plan/prices.yaml]
-        [--max-time 3]
+        [--max-time 3] [--thread-scaling FILE]
 
 Each RUN_DIR is a run's results directory (timeline.json, cells.jsonl, env.json; its env.json's or timeline's
 `machine_speed` is the reference speed its prices scale from, null where the run measured none: factor 1). Where
@@ -24,10 +24,14 @@ against GFLOPs x pixels; the timing's against the entries the time cap ended, th
 LoadGen's durations being wall-clock); each family's default (executorch, compile, tensorrt, eager, other: the
 median of its fp32 entries brought to yolo26n at 640x640 by those exponents; PRIORS for a family no run measured);
 the cache hit's cost (the median export-phase seconds of cells whose export came from the cache, PRIORS where no
-run had one), the cells run alone, the end, and the scenarios' median.
+run had one), the cells run alone, the end, the scenarios' median, and the newest run's scenario phase: its seconds
+and the answers it measured for (env.json scenario_phase: the use cases its configurations were measured for).
 
 Each dynamic-shape probe any run (RUN_DIR or --extra) ran alone is priced on its own too (`alone_cells`: its
 seconds run alone, remedies included, newest first), beside the median of every kind (`alone`).
+
+`--thread-scaling FILE` (benchmarks/thread_scaling.py's JSON, measured on an idle machine): the speed probe's and
+yolo26n's speedups over 1 thread, for a run at another thread count than its price's (harness.plan.thread_scaling).
 
 `--extra RUN_DIR` (a run of another profile, such as `--profile claims --fake-cuda`): of it only what the cold runs
 cannot price: its dynamic probes (above) and its cells whose export was traced on a fake CUDA device (status traced
@@ -98,17 +102,24 @@ def read_run(run_dir: Path) -> dict:
     ]
     speed = env.get("machine_speed") or timeline.get("machine_speed")
     host = env.get("host") or {}
+    phase = env.get("scenario_phase") or {}
     return {
         "dir": run_dir,
         "timeline": timeline,
         "records": records,
+        # the use cases its scenario phase measured for ("camera pick", "server fastest": camera, server)
+        "phase_answers": sorted(
+            {str(f).split()[0] for m in phase.get("measured") or [] for f in m.get("for") or []}
+        ),
         "info": {
             "run_id": env.get("run_id") or timeline.get("run_id"),
             "started_at": env.get("started_at"),
             "commit": env.get("git_commit"),
             "cpu_model": host.get("cpu_model"),
             "cpu_cores_physical": host.get("cpu_cores_physical"),
-            "machine_speed": {k: speed.get(k) for k in ("python_s", "compute_s")} if speed else None,
+            "machine_speed": {k: speed[k] for k in ("python_s", "compute_s", "threads") if k in speed}
+            if speed
+            else None,
             "wall_s": timeline.get("wall_s"),
             "estimate_at_start_s": timeline.get("estimate_at_start_s"),
             "export_parallelism": timeline.get("parallelism"),
@@ -326,6 +337,7 @@ def build(run_dirs: list[Path], max_time_s: float, extra_dirs: list[Path] = ()) 
         "alone": {k: round(statistics.median(v), 3) if v else PRIORS["alone"][k] for k, v in alone.items()},
         "finish_s": round(float(newest.get("finish_s") or 0.0), 3),
         "scenario_phase_s": round(float(newest.get("scenario_phase_s") or 0.0), 1),
+        "scenario_phase_answers": runs[-1]["phase_answers"] if runs else [],
         "families": families,
         "cells": {key: entry_of(c, p, run_id) for key, (c, p, run_id) in sorted(cells.items())},
         "traced": {key: entry_of(c, p, run_id) for key, (c, p, run_id) in sorted(traced.items())},
@@ -345,6 +357,22 @@ def entry_of(c: Cell, p: dict, run_id: str) -> dict:
         **{k: round(float(p.get(k, 0.0)), 3) for k in (*PREP, *BODY, "timing_floor")},
         **({"p50_ms": round(float(p["_p50_ms"]), 3)} if p.get("_p50_ms") else {}),
         "run": run_id,
+    }
+
+
+def thread_scaling_doc(measured: dict) -> dict:
+    """prices.yaml's `thread_scaling` from benchmarks/thread_scaling.py's JSON: the speedups and where they came
+    from (raises KeyError or ValueError on another file)."""
+    probe, workload = measured["probe_speedup"], measured["workload_speedup"]
+    if not probe or set(probe) != set(workload):
+        raise ValueError("probe_speedup and workload_speedup must name the same thread counts")
+    return {
+        "probe_speedup": {str(k): float(v) for k, v in probe.items()},
+        "workload_speedup": {str(k): float(v) for k, v in workload.items()},
+        "spread": {n: measured["speedup"][n] for n in measured["speedup"]},
+        "cpu_model": measured.get("cpu_model"),
+        "rounds": measured.get("rounds"),
+        "measured_by": measured.get("measured_by", "benchmarks/thread_scaling.py"),
     }
 
 
@@ -368,6 +396,8 @@ def render(table: dict, command: str) -> str:
         f"alone: {dump(table['alone'])}",
         f"finish_s: {table['finish_s']}",
         f"scenario_phase_s: {table['scenario_phase_s']}",
+        f"scenario_phase_answers: {dump(table['scenario_phase_answers'])}",
+        *([f"thread_scaling: {dump(table['thread_scaling'])}"] if table.get("thread_scaling") else []),
         "families:",
         *[f"  {k}: {dump(v)}" for k, v in table["families"].items()],
         "cells:",
@@ -397,13 +427,25 @@ def main(argv: list[str] | None = None) -> int:
         "--extra", type=Path, action="append", default=[], metavar="RUN_DIR",
         help="a run of another profile (claims, --fake-cuda): only its traced cells and dynamic probes enter the table",
     )  # fmt: skip
+    p.add_argument(
+        "--thread-scaling", type=Path, metavar="FILE",
+        help="benchmarks/thread_scaling.py's JSON: the probe's and the workloads' speedups over 1 thread",
+    )  # fmt: skip
     a = p.parse_args(argv)
     for d in [*a.runs, *a.extra]:
         missing = [f for f in (durations.TIMELINE, "cells.jsonl", "env.json") if not (d / f).is_file()]
         if missing:
             p.error(f"{d}: no {', '.join(missing)}")
     table = build(a.runs, a.max_time, a.extra)
+    if a.thread_scaling is not None:
+        try:
+            table["thread_scaling"] = thread_scaling_doc(
+                json.loads(a.thread_scaling.read_text(encoding="utf-8"))
+            )
+        except (OSError, ValueError, KeyError) as e:
+            p.error(f"--thread-scaling {a.thread_scaling}: {e}")
     shown = [str(d) for d in a.runs] + [f"--extra {d}" for d in a.extra]
+    shown += [f"--thread-scaling {a.thread_scaling}"] if a.thread_scaling is not None else []
     command = (
         "python scripts/plan_prices.py "
         + " ".join(shown)

@@ -201,6 +201,7 @@ def estimate(
     cannot_run: Callable[[Cell], bool] = lambda cell: False,
     traced: Callable[[Cell], bool] = lambda cell: False,
     scenario_phase_s: float | None = None,
+    phase_out_of_reach: Mapping[str, str] | None = None,
 ) -> Estimate:
     """Price a run: `workloads` (label -> its cells, timed together), the cells run `alone`, from what is `known`.
     A cell that `cannot_run` here (its backend or device is missing) is a skip: priced at nothing, unless it is
@@ -219,7 +220,9 @@ def estimate(
         episodes=episodes,
         alone={c.id: alone_price(c, known) for c in alone},
         finish=finish_price(known),
-        scenario_phase=None if scenario_phase_s is None else scenario_phase_price(known, scenario_phase_s),
+        scenario_phase=None
+        if scenario_phase_s is None
+        else scenario_phase_price(known, scenario_phase_s, phase_out_of_reach),
     )
     est.workers = workers
     return est

@@ -30,7 +30,8 @@ the table's exponent for it. Exports and probes scale by the model's work alone 
 show them flat across input shapes.
 
 Speed: every measured figure is scaled from the machine that measured it to this one by the two figures of
-harness.measure.machine_speed (this machine's over the source's, each in FACTOR_RANGE; 1 where either is null):
+harness.measure.machine_speed (this machine's over the source's, each in FACTOR_RANGE; 1 where either is null; the
+compute one corrected for a different thread count by the table's measured thread scaling, speed_factors):
 export, probe and load by `python_s`; stages by `compute_s`; timing by `compute_s` only where the trials' floor
 held it up (where the time cap ended it, it takes the cap's seconds on any machine: max(timing, floor x factor));
 scenarios not at all (LoadGen's durations are wall-clock).
@@ -58,6 +59,7 @@ from harness.plan.price_table import (
     family,
     work,
 )  # fmt: skip
+from harness.plan.thread_scaling import ThreadScaling, threads_of
 
 __all__ = ["BODY", "FAMILIES", "PARTS", "PREP", "PRICES_FILE", "Entry", "Table", "family", "work"]
 
@@ -95,19 +97,25 @@ class CellCost:
     detail: str = ""
 
 
-def speed_factors(source: Mapping | None, now: Mapping | None) -> dict[str, float]:
+def speed_factors(
+    source: Mapping | None, now: Mapping | None, scaling: ThreadScaling | None = None
+) -> dict[str, float]:
     """Per machine_speed figure, this machine's over the source machine's (lower seconds are faster, so a factor
-    above 1 means slower here), within FACTOR_RANGE; 1 where either figure is missing. In a CPU quota the figures
-    are what the process keeps (harness.measure.machine_speed), and the range holds too: in a half-CPU quota on a
-    2-core AMD EPYC VM the compute figure read x8 of the reference and the parts it prices took 0.32x of that
-    (docs/journal/2026-11-29-main-job-in-a-cpu-quota.md)."""
+    above 1 means slower here), within FACTOR_RANGE; 1 where either figure is missing. Where the two compute
+    figures were measured at different thread counts (a CPU quota, --threads), the compute factor is corrected by
+    the probe's and the workloads' measured thread scaling (`scaling`: harness.plan.thread_scaling), since the
+    probe's convolution gains from threads what yolo26n does not. In a CPU quota the figures are what the process
+    keeps (harness.measure.machine_speed), and the range holds too (docs/journal/2026-11-29-main-job-in-a-cpu-quota.md)."""
     out = {}
     lo, hi = FACTOR_RANGE
     for name in ("python_s", "compute_s"):
         a = (now or {}).get(name) if isinstance(now, Mapping) else None
         b = (source or {}).get(name) if isinstance(source, Mapping) else None
         ok = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in (a, b))
-        out[name] = min(max(a / b, lo), hi) if ok else 1.0  # type: ignore[operator]
+        f = a / b if ok else 1.0  # type: ignore[operator]
+        if ok and name == "compute_s" and scaling is not None:
+            f *= scaling.compute_correction(threads_of(source), threads_of(now))
+        out[name] = min(max(f, lo), hi) if ok else 1.0
     return out
 
 
@@ -149,7 +157,7 @@ class Known:
     max_time_s: float | None = None  # --max-time, for the timings the time cap ended
 
     def factors(self, source_speed: Mapping | None) -> dict[str, float]:
-        return speed_factors(source_speed, self.speed)
+        return speed_factors(source_speed, self.speed, self.table.thread_scaling)
 
     def cap(self) -> tuple[float, float]:
         """(--max-time over the table's, the table's cap in seconds a cell), for `scale`."""
@@ -294,16 +302,28 @@ def alone_price(cell: Cell, known: Known) -> Price:
     return Price({"load": known.table.alone.get(kind, 0.0) * f}, "plan", f"prices.yaml alone.{kind}")
 
 
-def scenario_phase_price(known: Known, budget_s: float) -> Price:
+def scenario_phase_price(
+    known: Known, budget_s: float, out_of_reach: Mapping[str, str] | None = None
+) -> Price:
     """The scenario phase (harness.execute.scenario_phase): the seconds an earlier run's phase took, else the
-    table's, never more than its budget; the whole budget where neither is known. Not scaled by the machine's
-    speed: its LoadGen runs last their minimum durations (wall-clock) on any machine."""
+    table's for the answers its run measured, shared evenly over them, less the share of the answers this run
+    cannot measure (`out_of_reach`: answer -> why, harness.plan.phase_answers); never more than its budget; the
+    whole budget where neither is known. Not scaled by the machine's speed: its LoadGen runs last their minimum
+    durations (wall-clock) on any machine."""
     if known.recorded.scenario_phase_s is not None:
         return Price({"scenarios": min(budget_s, known.recorded.scenario_phase_s)}, "recorded",
                      "the scenario phase of an earlier run")  # fmt: skip
-    if known.table.scenario_phase_s > 0:
-        return Price({"scenarios": min(budget_s, known.table.scenario_phase_s)}, "plan",
-                     "prices.yaml scenario_phase_s")  # fmt: skip
+    t = known.table
+    if t.scenario_phase_s > 0:
+        answers = t.scenario_phase_answers
+        gone = sorted(a for a in answers if a in (out_of_reach or {}))
+        seconds = (
+            t.scenario_phase_s * (len(answers) - len(gone)) / len(answers) if answers else t.scenario_phase_s
+        )
+        detail = f"prices.yaml scenario_phase_s ({len(answers) or 'its'} answers)"
+        if gone:
+            detail += f"; {', '.join(gone)} out of reach here: {(out_of_reach or {})[gone[0]]}"
+        return Price({"scenarios": min(budget_s, seconds)}, "plan", detail)
     return Price({"scenarios": budget_s}, "plan", "its budget (no run priced it yet)")
 
 

@@ -29,7 +29,7 @@ from harness.execute.state import AttemptState
 from harness.execute.usecase import wants_scenarios
 from harness.execute.workload import workload_label
 from harness.history.store import default_db_path
-from harness.plan import durations, price
+from harness.plan import durations, phase_answers, price
 from harness.plan import estimate as est
 
 log = logging.getLogger(__name__)
@@ -110,6 +110,7 @@ class RunClock:
             cannot_run=lambda c: cannot_run(c, probes),
             traced=lambda c: fake_cuda(c, cfg.fake_cuda),
             scenario_phase_s=cfg.scenario_budget_s if cfg.scenario_phase else None,
+            phase_out_of_reach=phase_answers.for_this_run(cfg.camera_fps) if cfg.scenario_phase else None,
         )
         self.workloads = len(workloads)
         self.pending = set(workloads)

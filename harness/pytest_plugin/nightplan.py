@@ -21,7 +21,7 @@ from harness.core.version import library_version
 from harness.execute.planning import fake_cuda
 from harness.execute.workload import workload_label
 from harness.history.store import default_db_path
-from harness.plan import changes, durations, price
+from harness.plan import changes, durations, phase_answers, price
 from harness.plan.budget import NightPlan, plan_night
 from harness.plan.matrix import PlannedCell
 from harness.plan.screen_budget import NO_BUDGET, RESERVE_SHARE, ScreenPlan, in_words, plan_screen, speed_rank
@@ -113,17 +113,18 @@ def make_plan(
     order: str = "night",
     fake_target: str | None = None,
     scenario_budget_s: float | None = None,
+    phase_out_of_reach: dict[str, str] | None = None,
 ) -> NightPlan:
     """The plan of `planned` (the collected cells) within `budget_s`, from the history of `results_dir`; each
     cell's skip reason here is put in `reasons` when given (for the --collect-only preview). `order`: "night"
     (harness.plan.budget) or "screen" (the main job's, harness.plan.screen_budget: a ScreenPlan). `fake_target`:
     --fake-cuda's target (its traced cells cost their export alone). `scenario_budget_s`: the scenario phase's
     budget, where the run has one (the main job's plan holds its price back, harness.plan.price.
-    scenario_phase_price)."""
+    scenario_phase_price, less the answers `phase_out_of_reach`: harness.plan.phase_answers)."""
     if order == "screen":
         return _screen_plan(planned, budget_s, results_dir=results_dir, cache_dir=cache_dir, scenarios=scenarios,
                             budget_text=budget_text, reasons=reasons, done=done, fake_target=fake_target,
-                            scenario_budget_s=scenario_budget_s)  # fmt: skip
+                            scenario_budget_s=scenario_budget_s, phase_out_of_reach=phase_out_of_reach)  # fmt: skip
     t0 = time.perf_counter()
     db = default_db_path(results_dir)
     hist, costs, skips = estimate_planned(
@@ -169,7 +170,7 @@ def make_plan(
 
 def _screen_plan(
     planned, budget_s, *, results_dir, cache_dir, scenarios, budget_text, reasons, done, fake_target=None,
-    scenario_budget_s=None,
+    scenario_budget_s=None, phase_out_of_reach=None,
 ) -> ScreenPlan:  # fmt: skip
     """The main job's plan (harness.plan.screen_budget): make_plan with order="screen"."""
     t0 = time.perf_counter()
@@ -180,7 +181,7 @@ def _screen_plan(
     end = sum(price.finish_price(known).parts.values())
     phase = 0.0
     if scenario_budget_s is not None:  # the scenario phase, after the workloads
-        phase = sum(price.scenario_phase_price(known, scenario_budget_s).parts.values())
+        phase = sum(price.scenario_phase_price(known, scenario_budget_s, phase_out_of_reach).parts.values())
     reserve = (
         end + phase + RESERVE_SHARE * budget_s
     )  # the run's end, the scenario phase, what prices leave out
@@ -217,6 +218,9 @@ def apply(config, items: list, planned_of, session, done: frozenset[str] = froze
         done=done,
         fake_target=session.run_config.fake_cuda,
         scenario_budget_s=session.run_config.scenario_budget_s if session.run_config.scenario_phase else None,
+        phase_out_of_reach=phase_answers.for_this_run(session.run_config.camera_fps)
+        if session.run_config.scenario_phase
+        else None,
     )
     planned = planned_of(items)
     plan = make_plan(planned, budget_s, order=session.budget_order, **how)
