@@ -1,19 +1,25 @@
-"""How yolo26n's inference scales with threads beside how the speed probe's convolution does: the figure the plan's
-prices need where a run's thread budget differs from the reference run's (a CPU quota, --threads).
+"""How the work the plan prices by the compute figure scales with threads, beside how the speed probe's convolution
+does: the figure the plan's prices need where a run's thread budget differs from the reference run's (a CPU quota,
+--threads).
 
-    .venv/bin/python benchmarks/thread_scaling.py [--threads 1,2] [--rounds 7] [--runs 8] [-o FILE]
+    .venv/bin/python benchmarks/thread_scaling.py [--threads 1,2] [--rounds 7] [--runs 8] [--suite-pairs 2] [-o FILE]
 
-The speed probe (harness.measure.machine_speed: conv2d 1x128x80x80, six in a row) parallelizes almost perfectly;
-yolo26n at 640 (many small layers) does not. Where a run's threads are fewer than the reference's, the probe then
-reads the machine slower than the cells run (a half-CPU quota on a 2-core AMD EPYC: compute-priced parts took 0.6x
-of their estimate, docs/journal/2026-11-29-main-job-in-a-cpu-quota.md). This measures both, interleaved: per round,
-per thread count, a block of `--runs` calls of the probe's convolution and of yolo26n 640 fp32 (the harness's
-detect stand-in, exported here by the harness's own backends: ONNX Runtime, OpenVINO, PyTorch eager), each at that
-many threads. A speedup at n threads is the median over rounds of (1-thread block median / n-thread block median);
-its spread is the rounds' range. `workload` is the geometric mean of the backends' speedups.
+The speed probe (harness.measure.machine_speed: conv2d 1x128x80x80, six in a row) parallelizes almost perfectly.
+Priced by it alone, a 1-thread run whose prices came from 2-thread runs reads its compute-priced parts ~2x slower,
+while in a half-CPU quota on a 2-core AMD EPYC they took 0.6x of that estimate
+(docs/journal/2026-11-29-main-job-in-a-cpu-quota.md). Two measurements, each interleaved over the thread counts:
 
-Run it on an idle machine. Its JSON is what scripts/plan_prices.py --thread-scaling FILE writes into
-harness/plan/prices.yaml (`thread_scaling`), read by harness.plan.thread_scaling.
+- in this process, per round and thread count, a block of `--runs` calls of the probe's convolution and of yolo26n
+  640 fp32 inference (the harness's detect stand-in, exported here by the harness's own backends: ONNX Runtime,
+  OpenVINO, PyTorch eager); a speedup at n threads is the median over rounds of (1-thread block median / n-thread
+  block median), its spread the rounds' range; `inference_speedup` is the backends' geometric mean;
+- the suite itself (`SUITE`, a results and export cache of its own, one run first to fill the cache), `--suite-pairs`
+  runs at each --threads, interleaved: the seconds of its workloads' stages (timeline.json workload_s: end to end,
+  parity, accuracy, operators, the record), which are what the plan prices by the compute figure;
+  `workload_speedup` is their speedup (median of the pairs' ratios).
+
+Run it on an idle machine (about 9 minutes on 2 cores). Its JSON is what scripts/plan_prices.py --thread-scaling
+FILE writes into harness/plan/prices.yaml (`thread_scaling`), read by harness.plan.thread_scaling.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import statistics
 import sys
 import tempfile
@@ -80,16 +85,6 @@ def suite_stages(counts: list[int], pairs: int, tmp: Path) -> dict[str, list[flo
     return out
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated, 1 first (default 1,2)")
@@ -109,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness import threads
     from harness.backends import get
     from harness.backends.base import ExportRequest, ExportResult
+    from harness.core import envinfo
     from harness.core.axes import Shape
     from harness.core.cell import Cell
     from harness.measure.machine_speed import compute_work
@@ -168,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "what": "speedup at n threads over 1 thread: median over interleaved rounds of the rounds' block medians",
         "measured_by": "benchmarks/thread_scaling.py",
-        "cpu_model": cpu_model(),
+        "cpu_model": envinfo.cpu_model(),
         "threads": counts,
         "rounds": a.rounds,
         "runs_per_block": a.runs,

@@ -2,16 +2,18 @@
 differs from the one its price was measured at.
 
 The speed probe's compute figure (harness.measure.machine_speed: conv2d 1x128x80x80, six in a row, at the run's
-threads) parallelizes almost perfectly; yolo26n's inference does not. Priced by the probe alone, a run at 1 thread
-whose price came from a 2-thread run reads about 2x slower, while its cells take far less than 2x (in a half-CPU
-quota on a 2-core AMD EPYC VM they took 0.6x of that estimate: docs/journal/2026-11-29-main-job-in-a-cpu-quota.md).
-So the compute factor is corrected by both speedups (over 1 thread) at the two thread counts:
+threads) parallelizes almost perfectly; the parts it prices do not. Measured side by side on a 2-core AMD EPYC VM
+(benchmarks/thread_scaling.py): the probe 1.95x faster at 2 threads than at 1, yolo26n 640 inference 1.73x, and the
+suite's workload stages (end to end, parity, accuracy, operators) 0.89x: no faster. Priced by the probe alone, a run
+at 1 thread whose prices came from 2-thread runs reads those parts 2x slower than they run (in a half-CPU quota they
+took 0.6x of that estimate: docs/journal/2026-11-29-main-job-in-a-cpu-quota.md). So the compute factor is corrected
+by both speedups (over 1 thread) at the two thread counts:
 
     factor x (probe's S(here) / probe's S(there)) x (workload's S(there) / workload's S(here))
 
-which is 1 where the counts are equal. The speedups are measured, side by side, by benchmarks/thread_scaling.py
-and carried in prices.yaml (`thread_scaling`, written by scripts/plan_prices.py --thread-scaling FILE); at a thread
-count it did not measure, a speedup follows Amdahl's law fitted to the largest count it did.
+which is 1 where the counts are equal. The speedups are carried in prices.yaml (`thread_scaling`, written by
+scripts/plan_prices.py --thread-scaling FILE from the benchmark's JSON); at a thread count it did not measure, a
+speedup follows Amdahl's law fitted to the largest count it did.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class ThreadScaling:
-    """Measured speedups over 1 thread: `probe[n]` the speed probe's, `workload[n]` yolo26n's inference's."""
+    """Measured speedups over 1 thread: `probe[n]` the speed probe's, `workload[n]` the workloads' stages'."""
 
     probe: Mapping[int, float] = field(default_factory=dict)
     workload: Mapping[int, float] = field(default_factory=dict)

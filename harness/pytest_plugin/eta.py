@@ -100,6 +100,8 @@ class RunClock:
         self.recorded = self.known.recorded
         probes: dict[tuple[str, str], bool] = {}
         self.episodes = 1 if cfg.rounds is not None else max(1, cfg.episodes)
+        #: the scenario phase's answers this run cannot measure (not priced), with why
+        self.out_of_reach = phase_answers.for_this_run(cfg.camera_fps) if cfg.scenario_phase else {}
         self.estimate = est.estimate(
             workloads,
             alone,
@@ -110,7 +112,7 @@ class RunClock:
             cannot_run=lambda c: cannot_run(c, probes),
             traced=lambda c: fake_cuda(c, cfg.fake_cuda),
             scenario_phase_s=cfg.scenario_budget_s if cfg.scenario_phase else None,
-            phase_out_of_reach=phase_answers.for_this_run(cfg.camera_fps) if cfg.scenario_phase else None,
+            phase_out_of_reach=self.out_of_reach,
         )
         self.workloads = len(workloads)
         self.pending = set(workloads)
@@ -155,9 +157,12 @@ class RunClock:
         p = self.estimate.parts
         phases = ", ".join(
             f"{name} {est.fmt_duration(p[name].seconds)}"
-            for name in (est.EXPORT_PHASE, est.TIMING_PHASE)
+            for name in (est.EXPORT_PHASE, est.TIMING_PHASE, est.SCENARIO_PHASE)
             if name in p
         )
+        if self.out_of_reach and est.SCENARIO_PHASE in p:
+            gone = ", ".join(sorted(self.out_of_reach))
+            phases += f" without {gone} ({next(iter(self.out_of_reach.values()))})"
         runs = [r for r in self.recorded.runs if r != "None"]
         src = self.estimate.sources()
         origin = ", ".join(
