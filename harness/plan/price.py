@@ -104,8 +104,9 @@ def speed_factors(
     above 1 means slower here), within FACTOR_RANGE; 1 where either figure is missing. Where the two compute
     figures were measured at different thread counts (a CPU quota, --threads), the compute factor is corrected by
     the probe's and the workloads' measured thread scaling (`scaling`: harness.plan.thread_scaling), since the
-    probe's convolution gains from threads what yolo26n does not. In a CPU quota the figures are what the process
-    keeps (harness.measure.machine_speed), and the range holds too (docs/journal/2026-11-29-main-job-in-a-cpu-quota.md)."""
+    probe's convolution gains from threads what the workloads' stages do not. In a CPU quota the figures are what
+    the process keeps (harness.measure.machine_speed), and the range holds too
+    (docs/journal/2026-11-29-main-job-in-a-cpu-quota.md)."""
     out = {}
     lo, hi = FACTOR_RANGE
     for name in ("python_s", "compute_s"):
