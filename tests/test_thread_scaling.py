@@ -12,7 +12,7 @@ from harness.plan import price
 from harness.plan.thread_scaling import ThreadScaling, threads_of
 from tests.test_plan_prices import ORT_X, fake_run, plan_prices
 
-SCALING = ThreadScaling({2: 1.9}, {2: 1.3}, "synthetic")
+SCALING = ThreadScaling({2: 1.9}, {2: 1.3})  # synthetic speedups
 TWO = {"python_s": 0.02, "compute_s": 0.05, "threads": 2}
 
 
@@ -36,7 +36,7 @@ def test_fewer_threads_than_the_price_correct_by_the_workloads_scaling():
 
 
 def test_a_count_not_measured_follows_amdahls_law_from_the_largest_measured():
-    s = ThreadScaling({2: 2.0}, {2: 1.5}, "synthetic")
+    s = ThreadScaling({2: 2.0}, {2: 1.5})
     assert s.speedup("probe", 8) == pytest.approx(8.0)  # all parallel
     # speedup 1.5 at 2: parallel fraction 2/3, so at 4: 1 / (1/3 + 1/6) = 2
     assert s.speedup("workload", 4) == pytest.approx(2.0)

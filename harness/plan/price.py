@@ -314,16 +314,16 @@ def scenario_phase_price(
     if known.recorded.scenario_phase_s is not None:
         return Price({"scenarios": min(budget_s, known.recorded.scenario_phase_s)}, "recorded",
                      "the scenario phase of an earlier run")  # fmt: skip
-    t = known.table
+    t, out_of_reach = known.table, out_of_reach or {}
     if t.scenario_phase_s > 0:
         answers = t.scenario_phase_answers
-        gone = sorted(a for a in answers if a in (out_of_reach or {}))
+        gone = sorted(a for a in answers if a in out_of_reach)
         seconds = (
             t.scenario_phase_s * (len(answers) - len(gone)) / len(answers) if answers else t.scenario_phase_s
         )
         detail = f"prices.yaml scenario_phase_s ({len(answers) or 'its'} answers)"
         if gone:
-            detail += f"; {', '.join(gone)} out of reach here: {(out_of_reach or {})[gone[0]]}"
+            detail += f"; {', '.join(gone)} out of reach here: {out_of_reach[gone[0]]}"
         return Price({"scenarios": min(budget_s, seconds)}, "plan", detail)
     return Price({"scenarios": budget_s}, "plan", "its budget (no run priced it yet)")
 

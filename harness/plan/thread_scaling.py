@@ -28,7 +28,6 @@ class ThreadScaling:
 
     probe: Mapping[int, float] = field(default_factory=dict)
     workload: Mapping[int, float] = field(default_factory=dict)
-    source: str = ""  # what measured it, where
 
     @classmethod
     def from_doc(cls, doc: Mapping | None) -> ThreadScaling | None:
@@ -50,7 +49,7 @@ class ThreadScaling:
         probe, workload = table("probe_speedup"), table("workload_speedup")
         if not probe or not workload:
             return None
-        return cls(probe, workload, f"{doc.get('measured_by', '')} on {doc.get('cpu_model', 'unknown CPU')}")
+        return cls(probe, workload)
 
     def speedup(self, which: str, threads: int) -> float:
         """The `probe` or `workload` speedup at `threads` over 1: measured, else Amdahl's law fitted to the largest
